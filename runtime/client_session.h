@@ -1,0 +1,86 @@
+// ClientSession: the host side of one NAA connection. Open() connects,
+// registers one memory region per parameter, and runs the MRSP once; Call()
+// then runs any number of RPCs over the same connection and regions:
+//   n-1 RDMA WRITEs + one WRITE_WITH_IMM (function code) -> NAA computes ->
+//   the NAA writes the return region(s) back, the last write carrying the
+//   status immediate.
+// One call is in flight per session; a session is used by one thread at a
+// time. For concurrency open several sessions.
+#ifndef NAARPC_RUNTIME_CLIENT_SESSION_H_
+#define NAARPC_RUNTIME_CLIENT_SESSION_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/deadline.h"
+#include "runtime/protocol.h"
+#include "runtime/region_layout.h"
+#include "runtime/state_machine.h"
+#include "runtime/status.h"
+#include "runtime/transport.h"
+
+namespace naarpc {
+
+struct ClientOptions {
+  Dialect dialect = Dialect::kSpec;
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds mrsp_timeout{10'000};
+  // Largest wire region; larger parameters are split into several regions.
+  // Only tests lower it.
+  uint64_t max_region_size = kMaxRegionSize;
+};
+
+struct CallOptions {
+  // Bytes of each parameter (index into the RegionSpec list) to send; empty =
+  // whole parameter. Entries for non-input parameters are ignored.
+  // REQUIRES: send_lengths.size() is 0 or the number of RegionSpecs.
+  std::span<const uint64_t> send_lengths;
+  uint32_t user_bits = 0;  // reference dialect: immediate bits 8..31
+};
+
+class ClientSession {
+ public:
+  ~ClientSession();
+  ClientSession(const ClientSession&) = delete;
+  ClientSession& operator=(const ClientSession&) = delete;
+
+  static Result<std::unique_ptr<ClientSession>> Open(
+      Transport& transport, const std::string& host, uint16_t port,
+      std::vector<RegionSpec> regions, const ClientOptions& options = {});
+
+  // The registered buffer of parameter `index` (in the order given to
+  // Open()); fill inputs in place before Call(), read outputs after.
+  // Empty span for internal regions or a bad index.
+  std::span<std::byte> buffer(size_t index);
+  size_t region_count() const;
+  const RegionSpec& spec(size_t index) const;
+
+  // Runs one RPC. OK iff the NAA answered with status 0. Failures:
+  // kNaaError (wire_code = NAA status), kDeadlineExceeded, kDisconnected,
+  // kTransportError (completion error), kProtocolError, kInvalidArgument.
+  // After any failure other than kNaaError/kInvalidArgument the session is
+  // in ERROR and every later call fails fast.
+  Status Call(uint8_t function_code, Deadline deadline,
+              const CallOptions& options = {});
+
+  CommState state() const;
+  Dialect dialect() const;
+  uint64_t calls_completed() const;
+
+  // Disconnects. Idempotent.
+  Status Close();
+
+ private:
+  class Impl;
+  explicit ClientSession(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_CLIENT_SESSION_H_

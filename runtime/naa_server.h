@@ -1,0 +1,96 @@
+// NaaServer: the software-NAA side. Listens, accepts any number of
+// connections (one thread each), answers the MRSP (allocating the requested
+// regions, checking limits and NAA addresses), and for every call runs the
+// NaaHandler and writes the return region(s) back with the status immediate.
+// Serves clients of both wire dialects.
+#ifndef NAARPC_RUNTIME_NAA_SERVER_H_
+#define NAARPC_RUNTIME_NAA_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "runtime/protocol.h"
+#include "runtime/status.h"
+#include "runtime/transport.h"
+
+namespace naarpc {
+
+// A parameter region as the NAA sees it during one call.
+struct NaaRegion {
+  std::span<std::byte> data;  // the NAA-side buffer (whole region)
+  uint8_t flags = 0;          // flags from the MRSP request
+  bool is_input = false;      // written by the host for this call
+  bool is_output = false;     // written back to the host after the call
+  // Bytes of `data` to write back (outputs); defaults to the whole region.
+  uint64_t reply_length = 0;
+};
+
+struct NaaCall {
+  uint8_t function_code = 0;
+  Dialect dialect = Dialect::kSpec;
+  uint32_t user_bits = 0;
+  uint64_t call_index = 0;               // 0 for the first call on a connection
+  std::span<NaaRegion> params;           // parameter regions, in MRSP order
+  std::span<std::span<std::byte>> internal;  // internal regions, in MRSP order
+};
+
+class NaaHandler {
+ public:
+  virtual ~NaaHandler() = default;
+  // Runs the routine; returns the NAA status (0 success, 0x10..0x7f
+  // application errors). Exceptions become kNaaStatusKernelFailed.
+  // Called concurrently for different connections.
+  virtual uint8_t Handle(NaaCall& call) = 0;
+  // Kernel time limit for `function_code`; zero = none. On expiry the host
+  // gets kNaaStatusKernelTimeout; the connection serves its next call once
+  // the kernel has returned.
+  virtual std::chrono::milliseconds KernelTimeout(uint8_t function_code) const {
+    (void)function_code;
+    return std::chrono::milliseconds::zero();
+  }
+};
+
+struct ServerOptions {
+  size_t max_regions = kDefaultNaaMaxRegions;  // MRSP error 0x03 beyond
+  // Size of the emulated NAA address space that requested NAA addresses
+  // refer to: address >= size -> 0x02, address + size > size -> 0x01.
+  uint64_t naa_memory_size = uint64_t{1} << 36;
+  // Total bytes the NAA may allocate for one connection (-> 0x01).
+  uint64_t max_bytes_per_connection = uint64_t{4} << 30;
+  std::chrono::milliseconds mrsp_timeout{10'000};
+};
+
+class NaaServer {
+ public:
+  ~NaaServer();  // Shutdown()
+  NaaServer(const NaaServer&) = delete;
+  NaaServer& operator=(const NaaServer&) = delete;
+
+  // REQUIRES: transport and handler outlive the server.
+  static Result<std::unique_ptr<NaaServer>> Start(Transport& transport,
+                                                  const std::string& host,
+                                                  uint16_t port,
+                                                  NaaHandler& handler,
+                                                  const ServerOptions& options = {});
+
+  uint16_t port() const;
+  // Connections served so far / currently open.
+  uint64_t connections_accepted() const;
+  size_t connections_open() const;
+
+  // Stops accepting, disconnects every connection, joins all threads.
+  void Shutdown();
+
+ private:
+  class Impl;
+  explicit NaaServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_NAA_SERVER_H_

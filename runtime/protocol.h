@@ -1,0 +1,133 @@
+// Wire constants of the NAAICE host–NAA protocol and the encoding of the
+// 32-bit immediates. Layouts and every decision the spec leaves open are
+// documented in docs/protocol.md; tests pin them byte for byte.
+#ifndef NAARPC_RUNTIME_PROTOCOL_H_
+#define NAARPC_RUNTIME_PROTOCOL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace naarpc {
+
+// Two dialects of the same engine (docs/protocol.md, "Dialects").
+enum class Dialect : uint8_t {
+  // The NAAICE API document (spec 000): region 0 is the metadata region that
+  // names the return region(s) by address; request immediate = fncode.
+  kSpec = 0,
+  // The current NAAICE reference library: regions flagged INPUT/OUTPUT, no
+  // metadata region; request immediate = fncode | 0x80 | user bits << 8.
+  kReference = 1,
+};
+std::string_view DialectName(Dialect d);
+
+// MRSP message types.
+enum class MrspType : uint8_t {
+  kError = 0x00,
+  kAdvertisementRequest = 0x01,
+  kAdvertisement = 0x02,
+};
+
+// MRSP error codes (payload of an Error message).
+enum class MrspErrorCode : uint8_t {
+  kNotEnoughMemory = 0x01,
+  kInvalidAddress = 0x02,
+  kTooManyRegions = 0x03,
+};
+std::string_view MrspErrorName(uint8_t code);
+
+// Region flags (first byte of an Advertisement+Request entry).
+inline constexpr uint8_t kRegionFlagInternal = 0x01;
+inline constexpr uint8_t kRegionFlagSingleSend = 0x02;
+inline constexpr uint8_t kRegionFlagInput = 0x04;
+inline constexpr uint8_t kRegionFlagOutput = 0x08;
+inline constexpr uint8_t kRegionFlagsKnown = 0x0f;
+
+// Wire sizes.
+inline constexpr size_t kMrspHeaderSize = 4;
+inline constexpr size_t kAdvertisementRequestEntrySize = 24;
+inline constexpr size_t kAdvertisementEntrySize = 16;
+inline constexpr size_t kErrorMessageSize = 4;
+inline constexpr size_t kMaxRegionsPerMessage = 255;  // 8-bit count
+inline constexpr size_t kMaxMrspMessageSize =
+    kMrspHeaderSize + kMaxRegionsPerMessage * kAdvertisementRequestEntrySize;
+// The spec caps one region (and one RDMA message) at 1 GiB.
+inline constexpr uint64_t kMaxRegionSize = uint64_t{1} << 30;
+// Requested NAA addresses are 7 bytes (56 bits).
+inline constexpr uint64_t kMaxNaaAddress = (uint64_t{1} << 56) - 1;
+// Default region limit of the NAA (the FPGA handles 32).
+inline constexpr size_t kDefaultNaaMaxRegions = 32;
+// Metadata region (spec dialect): one 8-byte big-endian return address per
+// return region.
+inline constexpr size_t kMetadataEntrySize = 8;
+
+// NAA status codes (immediate of the final write NAA -> host).
+inline constexpr uint8_t kNaaStatusSuccess = 0x00;
+inline constexpr uint8_t kNaaStatusSocketUnavailable = 0x01;
+inline constexpr uint8_t kNaaStatusKernelTimeout = 0x02;
+// naarpc's assignments inside the spec's reserved range 0x03..0x0f:
+inline constexpr uint8_t kNaaStatusUnknownFunction = 0x03;
+inline constexpr uint8_t kNaaStatusBadRegionLayout = 0x04;
+inline constexpr uint8_t kNaaStatusKernelFailed = 0x05;
+inline constexpr uint8_t kNaaStatusFirstApplication = 0x10;
+inline constexpr uint8_t kNaaStatusLastApplication = 0x7f;
+std::string_view NaaStatusName(uint8_t status);
+
+// Function codes are 1..127; 0 is invalid.
+inline constexpr uint8_t kMinFunctionCode = 1;
+inline constexpr uint8_t kMaxFunctionCode = 127;
+inline constexpr uint32_t kImmHostToNaaBit = 0x80;
+
+// A decoded request immediate (host -> NAA).
+struct RequestImmediate {
+  uint8_t function_code = 0;
+  bool host_to_naa_bit = false;  // set by the reference dialect
+  uint32_t user_bits = 0;        // bits 8..31 (reference dialect), 24 bits
+};
+
+// The immediate value (host byte order; the transport puts it on the wire
+// big-endian, as ibverbs' imm_data does) for a call in `dialect`.
+// REQUIRES: 1 <= function_code <= 127, user_bits < 2^24 (reference only).
+uint32_t EncodeRequestImmediate(Dialect dialect, uint8_t function_code,
+                                uint32_t user_bits = 0);
+// Returns nullopt if the function code is 0 or bits are set that the
+// dialect detected from bit 7 does not allow.
+std::optional<RequestImmediate> DecodeRequestImmediate(uint32_t imm);
+
+// Status immediate (NAA -> host): naarpc sends the status as the integer
+// value of the immediate. On receipt both conventions are accepted: the low
+// byte if it is non-zero, else bits 8..15 (docs/protocol.md).
+uint32_t EncodeStatusImmediate(uint8_t status);
+uint8_t DecodeStatusImmediate(uint32_t imm);
+
+// Big-endian helpers (explicit, independent of host byte order).
+inline void PutBe16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }
+inline void PutBe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (24 - 8 * i));
+}
+inline void PutBe64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (56 - 8 * i));
+}
+inline void PutBe56(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 7; ++i) p[i] = uint8_t(v >> (48 - 8 * i));
+}
+inline uint16_t GetBe16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t GetBe32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = v << 8 | p[i];
+  return v;
+}
+inline uint64_t GetBe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
+  return v;
+}
+inline uint64_t GetBe56(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 7; ++i) v = v << 8 | p[i];
+  return v;
+}
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_PROTOCOL_H_

@@ -1,0 +1,162 @@
+// The transport interface: a narrow, verbs-shaped abstraction (after
+// LevelDB's Env). Backends live in runtime/transport_impl/<backend>/:
+//   verbs    — rdma-core (librdmacm + libibverbs), the production path;
+//   emulated — verbs semantics over TCP for machines without RDMA hardware.
+//
+// Semantics follow ibverbs on an RC queue pair:
+//  * Memory is registered per connection (one protection domain per
+//    connection); a region has an lkey (local use) and an rkey (remote use).
+//  * Work requests are identified by a caller-chosen 64-bit wr_id; every
+//    completion carries the wr_id of its work request.
+//  * Receives are consumed in the order they were posted, by SEND and by
+//    RDMA_WRITE_WITH_IMM. A plain RDMA WRITE consumes no receive and produces
+//    no completion on the target.
+//  * An RDMA WRITE lands only if rkey, bounds and access flags are valid;
+//    otherwise the writer gets kRemoteAccessError and target memory is
+//    untouched.
+//  * Work requests on one connection complete in order on the send side.
+//  * A connection is used by one thread at a time (not thread-safe), like a
+//    QP driven by one thread. Connections are independent of each other.
+#ifndef NAARPC_RUNTIME_TRANSPORT_H_
+#define NAARPC_RUNTIME_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "runtime/deadline.h"
+#include "runtime/status.h"
+
+namespace naarpc {
+
+// Access flags for RegisterMemory (values match IBV_ACCESS_*).
+enum AccessFlags : uint32_t {
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteRead = 1u << 2,
+};
+
+// A registered memory region. Destroying it deregisters the memory.
+class MemoryRegion {
+ public:
+  virtual ~MemoryRegion() = default;
+  virtual void* addr() const = 0;
+  virtual size_t length() const = 0;
+  virtual uint32_t lkey() const = 0;
+  virtual uint32_t rkey() const = 0;
+  // The address the peer uses for RDMA to this region (== addr() for verbs).
+  uint64_t remote_addr() const { return reinterpret_cast<uintptr_t>(addr()); }
+};
+
+enum class WorkOpcode : uint8_t {
+  kSend,
+  kRdmaWrite,
+  kRdmaWriteWithImm,
+  kRecv,              // completion of a posted receive consumed by a SEND
+  kRecvRdmaWithImm,   // completion of a posted receive consumed by WRITE_WITH_IMM
+};
+
+enum class CompletionStatus : uint8_t {
+  kSuccess,
+  kLocalLengthError,     // receive buffer too small for a SEND
+  kLocalProtectionError, // bad lkey / local bounds
+  kRemoteAccessError,    // bad rkey, bounds or access flags at the target
+  kRemoteInvalidRequest,
+  kRnrRetryExceeded,     // no receive posted at the target, retries used up
+  kRetryExceeded,        // transport retries exhausted (peer unreachable)
+  kFlushed,              // connection broke; outstanding work flushed
+  kGeneralError,
+};
+
+std::string_view CompletionStatusName(CompletionStatus s);
+
+struct Completion {
+  uint64_t wr_id = 0;
+  WorkOpcode opcode = WorkOpcode::kSend;
+  CompletionStatus status = CompletionStatus::kSuccess;
+  uint32_t byte_len = 0;     // receives: bytes received / written with imm
+  bool has_imm = false;
+  uint32_t imm_data = 0;     // host byte order (the wire carries it big-endian)
+  uint32_t vendor_err = 0;   // backend-specific detail, 0 if none
+};
+
+// A local buffer in a registered region.
+struct LocalBuffer {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct SendRequest {
+  uint64_t wr_id = 0;
+  WorkOpcode opcode = WorkOpcode::kSend;  // kSend, kRdmaWrite, kRdmaWriteWithImm
+  LocalBuffer local;         // what to send/write (length may be 0)
+  uint64_t remote_addr = 0;  // RDMA only
+  uint32_t rkey = 0;         // RDMA only
+  uint32_t imm_data = 0;     // kRdmaWriteWithImm only, host byte order
+  bool signaled = true;      // false: no success completion (errors always)
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Registers [addr, addr+length) with `access` (AccessFlags).
+  // REQUIRES: the memory outlives the returned region.
+  virtual Result<std::unique_ptr<MemoryRegion>> RegisterMemory(
+      void* addr, size_t length, uint32_t access) = 0;
+
+  // Posts work requests in order. Returns an error only if the request could
+  // not be posted (bad arguments, connection down); failures of posted work
+  // arrive as completions.
+  virtual Status PostSend(std::span<const SendRequest> requests) = 0;
+  virtual Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) = 0;
+
+  // Waits until at least one completion is available or `deadline` passes,
+  // then returns up to out.size() completions (0 only on deadline).
+  // Returns kDisconnected once the peer is gone and no completion is left.
+  // Idle waiting blocks in the kernel; it never spins the CPU.
+  virtual Result<size_t> PollCompletions(std::span<Completion> out,
+                                         Deadline deadline) = 0;
+
+  // Largest payload the backend sends inline (0 if none); informational.
+  virtual uint32_t max_inline_data() const { return 0; }
+
+  // Graceful disconnect (DREQ/DREP on verbs). Idempotent.
+  virtual Status Disconnect() = 0;
+
+  virtual std::string peer_name() const = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Waits for the next incoming connection.
+  virtual Result<std::unique_ptr<Connection>> Accept(Deadline deadline) = 0;
+  // The bound port (useful when listening on port 0).
+  virtual uint16_t port() const = 0;
+  // Makes a blocked Accept return kCancelled-like kUnavailable promptly.
+  // Safe to call from another thread.
+  virtual void Shutdown() = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  virtual Result<std::unique_ptr<Connection>> Connect(const std::string& host,
+                                                      uint16_t port,
+                                                      Deadline deadline) = 0;
+  virtual Result<std::unique_ptr<Listener>> Listen(const std::string& host,
+                                                   uint16_t port) = 0;
+};
+
+// Default port of the NAAICE reference library.
+inline constexpr uint16_t kDefaultPort = 12345;
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_TRANSPORT_H_

@@ -1,0 +1,19 @@
+// Chooses a transport backend by name.
+#ifndef NAARPC_RUNTIME_TRANSPORT_FACTORY_H_
+#define NAARPC_RUNTIME_TRANSPORT_FACTORY_H_
+
+#include <memory>
+#include <string_view>
+
+#include "runtime/status.h"
+#include "runtime/transport.h"
+
+namespace naarpc {
+
+// name: "emulated", "verbs", or "auto" (verbs if an RDMA device exists,
+// else emulated). Unknown names fail with kInvalidArgument.
+Result<std::unique_ptr<Transport>> NewTransport(std::string_view name);
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_TRANSPORT_FACTORY_H_

@@ -1,0 +1,35 @@
+// The verbs transport: rdma-core (librdmacm + libibverbs), RC queue pairs
+// over rdma_cm (RDMA_PS_TCP). The production path.
+#ifndef NAARPC_RUNTIME_TRANSPORT_IMPL_VERBS_VERBS_TRANSPORT_H_
+#define NAARPC_RUNTIME_TRANSPORT_IMPL_VERBS_VERBS_TRANSPORT_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "runtime/transport.h"
+
+namespace naarpc {
+
+struct VerbsOptions {
+  // Busy-poll the CQ for up to this long before sleeping on the completion
+  // channel (bounded spin for latency; 0 = always event-driven).
+  std::chrono::microseconds poll_spin{50};
+  uint32_t max_send_wr = 64;
+  uint32_t max_recv_wr = 64;
+  uint32_t max_inline_data = 64;
+  // Connect retries when the server is not yet listening (REJECTED).
+  int connect_retries = 20;
+  std::chrono::milliseconds connect_retry_delay{100};
+};
+
+// True if at least one RDMA device is visible to libibverbs.
+bool RdmaDeviceAvailable();
+
+// Fails with kNotFound and a message suggesting the emulated transport when
+// there is no RDMA device.
+Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options = {});
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_TRANSPORT_IMPL_VERBS_VERBS_TRANSPORT_H_
