@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "runtime/protocol.h"
 #include "runtime/status.h"
@@ -62,6 +64,9 @@ struct ServerOptions {
   // Total bytes the NAA may allocate for one connection (-> 0x01).
   uint64_t max_bytes_per_connection = uint64_t{4} << 30;
   std::chrono::milliseconds mrsp_timeout{10'000};
+  // Receives one line per connection-level event worth knowing (a client
+  // that broke the protocol, a disconnect mid-call). Default: stderr.
+  std::function<void(std::string_view)> log;
 };
 
 class NaaServer {

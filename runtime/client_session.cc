@@ -1,0 +1,481 @@
+#include "runtime/client_session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "runtime/mrsp.h"
+#include "runtime/wire_ops.h"
+
+namespace naarpc {
+
+using internal::Buffer;
+using internal::MakeWrId;
+using internal::WrIdKind;
+using internal::WrKind;
+using internal::WriteSlice;
+
+namespace {
+
+bool IsInput(Direction d) { return d == Direction::kIn || d == Direction::kInOut; }
+bool IsOutput(Direction d) { return d == Direction::kOut || d == Direction::kInOut; }
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string Hex(uint8_t v) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", v);
+  return b;
+}
+
+}  // namespace
+
+class ClientSession::Impl {
+ public:
+  // One wire region: a slice of a parameter buffer (or the metadata region,
+  // param == kMetadata), at most max_region_size bytes.
+  struct WireRegion {
+    static constexpr size_t kMetadata = SIZE_MAX;
+    size_t param = 0;
+    uint64_t offset = 0;   // within the parameter
+    uint32_t size = 0;
+    uint8_t flags = 0;
+    bool internal = false;
+    uint64_t naa_address = 0;
+    // Filled by the MRSP answer (non-internal only).
+    uint64_t peer_addr = 0;
+    uint32_t peer_rkey = 0;
+  };
+
+  struct Param {
+    RegionSpec spec;
+    Buffer owned;                 // when spec.external_buffer == nullptr
+    std::byte* data = nullptr;
+    std::unique_ptr<MemoryRegion> mr;
+  };
+
+  StateMachine sm{Role::kHost};
+  ClientOptions options;
+  std::unique_ptr<Connection> conn;
+  std::vector<Param> params;
+  std::vector<WireRegion> wire;      // MRSP order: [metadata], params, internal
+  Buffer metadata;                   // spec dialect
+  std::unique_ptr<MemoryRegion> metadata_mr;
+  Buffer mrsp_send_buf, mrsp_recv_buf;
+  std::unique_ptr<MemoryRegion> mrsp_send_mr, mrsp_recv_mr;
+  std::vector<WriteSlice> slices;    // scratch, reused per call
+  std::vector<SendRequest> scratch;
+  uint64_t seq = 0;
+  uint64_t calls_completed = 0;
+
+  Status Fail(Status s) {
+    sm.Fail();
+    return s;
+  }
+
+  Status BuildLayout(std::vector<RegionSpec> regions);
+  Status Register();
+  Status RunMrsp();
+  Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+};
+
+Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
+  const Dialect dialect = options.dialect;
+  if (options.max_region_size == 0 || options.max_region_size > kMaxRegionSize) {
+    return InvalidArgumentError("max_region_size must be 1.." + std::to_string(kMaxRegionSize));
+  }
+  size_t outputs = 0, inputs = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const RegionSpec& r = regions[i];
+    const std::string where = "region " + std::to_string(i) + " " + Quote(r.name);
+    if (r.size == 0) return InvalidArgumentError(where + ": size is 0");
+    if (r.direction == Direction::kInternal) {
+      if (r.naa_address > kMaxNaaAddress ||
+          (r.naa_address != 0 && r.size - 1 > kMaxNaaAddress - r.naa_address)) {
+        return InvalidArgumentError(where + ": NAA address range does not fit in 56 bits");
+      }
+      if (r.external_buffer != nullptr) {
+        return InvalidArgumentError(where + ": internal regions have no host buffer");
+      }
+    }
+    if (r.single_send && dialect != Dialect::kReference) {
+      return InvalidArgumentError(where + ": single_send needs the reference dialect");
+    }
+    if (r.single_send && !IsInput(r.direction)) {
+      return InvalidArgumentError(where + ": single_send applies to input regions only");
+    }
+    outputs += IsOutput(r.direction);
+    inputs += IsInput(r.direction);
+  }
+  if (outputs == 0) {
+    return InvalidArgumentError("a call needs at least one output (return) region");
+  }
+  if (inputs == 0) {
+    return InvalidArgumentError("a call needs at least one input region");
+  }
+
+  params.resize(regions.size());
+  for (size_t i = 0; i < regions.size(); ++i) params[i].spec = std::move(regions[i]);
+
+  // Split parameters into wire regions of at most max_region_size.
+  std::vector<WireRegion> param_wire, internal_wire;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const RegionSpec& r = params[i].spec;
+    for (uint64_t off = 0; off < r.size; off += options.max_region_size) {
+      WireRegion w;
+      w.param = i;
+      w.offset = off;
+      w.size = static_cast<uint32_t>(std::min<uint64_t>(options.max_region_size, r.size - off));
+      if (r.direction == Direction::kInternal) {
+        w.internal = true;
+        w.flags = kRegionFlagInternal;
+        w.naa_address = r.naa_address == 0 ? 0 : r.naa_address + off;
+        internal_wire.push_back(w);
+        continue;
+      }
+      if (dialect == Dialect::kReference) {
+        w.flags = uint8_t((IsInput(r.direction) ? kRegionFlagInput : 0) |
+                          (IsOutput(r.direction) ? kRegionFlagOutput : 0) |
+                          (r.single_send ? kRegionFlagSingleSend : 0));
+      }
+      param_wire.push_back(w);
+    }
+  }
+  wire.clear();
+  if (dialect == Dialect::kSpec) {
+    size_t return_regions = 0;
+    for (const WireRegion& w : param_wire) return_regions += IsOutput(params[w.param].spec.direction);
+    WireRegion meta;
+    meta.param = WireRegion::kMetadata;
+    meta.size = static_cast<uint32_t>(return_regions * kMetadataEntrySize);
+    wire.push_back(meta);
+  }
+  wire.insert(wire.end(), param_wire.begin(), param_wire.end());
+  wire.insert(wire.end(), internal_wire.begin(), internal_wire.end());
+  if (wire.size() > kMaxRegionsPerMessage) {
+    return InvalidArgumentError("layout needs " + std::to_string(wire.size()) +
+                                " memory regions; one MRSP message carries at most " +
+                                std::to_string(kMaxRegionsPerMessage));
+  }
+  return Status::Ok();
+}
+
+Status ClientSession::Impl::Register() {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    if (p.spec.direction == Direction::kInternal) continue;
+    if (p.spec.external_buffer != nullptr) {
+      p.data = static_cast<std::byte*>(p.spec.external_buffer);
+    } else {
+      NAARPC_ASSIGN_OR_RETURN(p.owned, Buffer::Allocate(p.spec.size));
+      p.data = p.owned.data();
+    }
+    // Minimal access: the NAA writes only return regions.
+    const uint32_t access = IsOutput(p.spec.direction)
+                                ? (kAccessLocalWrite | kAccessRemoteWrite)
+                                : 0;
+    auto mr = conn->RegisterMemory(p.data, p.spec.size, access);
+    if (!mr.ok()) return mr.status().WithContext("registering " + Quote(p.spec.name));
+    p.mr = std::move(mr).value();
+  }
+  if (options.dialect == Dialect::kSpec) {
+    NAARPC_ASSIGN_OR_RETURN(metadata, Buffer::Allocate(wire[0].size));
+    // The return addresses, big-endian, in write-back order.
+    size_t k = 0;
+    for (const WireRegion& w : wire) {
+      if (w.param == WireRegion::kMetadata || w.internal) continue;
+      const Param& p = params[w.param];
+      if (!IsOutput(p.spec.direction)) continue;
+      PutBe64(reinterpret_cast<uint8_t*>(metadata.data()) + k * kMetadataEntrySize,
+              p.mr->remote_addr() + w.offset);
+      ++k;
+    }
+    auto mr = conn->RegisterMemory(metadata.data(), metadata.size(), 0);
+    if (!mr.ok()) return mr.status().WithContext("registering the metadata region");
+    metadata_mr = std::move(mr).value();
+  }
+  NAARPC_ASSIGN_OR_RETURN(mrsp_send_buf, Buffer::Allocate(kMaxMrspMessageSize));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_buf, Buffer::Allocate(kMaxMrspMessageSize));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_send_mr,
+                          conn->RegisterMemory(mrsp_send_buf.data(), mrsp_send_buf.size(), 0));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr, conn->RegisterMemory(mrsp_recv_buf.data(),
+                                                             mrsp_recv_buf.size(),
+                                                             kAccessLocalWrite));
+  return Status::Ok();
+}
+
+Status ClientSession::Impl::RunMrsp() {
+  AdvertisementRequestMessage req;
+  for (const WireRegion& w : wire) {
+    RegionRequest r;
+    r.flags = w.flags;
+    r.size = w.size;
+    if (w.internal) {
+      r.requested_naa_address = w.naa_address;
+    } else if (w.param == WireRegion::kMetadata) {
+      r.addr = metadata_mr->remote_addr();
+      r.rkey = metadata_mr->rkey();
+    } else {
+      const Param& p = params[w.param];
+      r.addr = p.mr->remote_addr() + w.offset;
+      r.rkey = p.mr->rkey();
+    }
+    req.regions.push_back(r);
+  }
+  auto encoded = EncodeMrsp(MrspMessage(req),
+                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf.data()),
+                                               mrsp_send_buf.size()));
+  if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP request");
+
+  const Deadline deadline = Deadline::After(options.mrsp_timeout);
+  const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
+  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
+  NAARPC_RETURN_IF_ERROR(conn->PostRecv(
+      recv_id, {mrsp_recv_mr->remote_addr(), static_cast<uint32_t>(mrsp_recv_buf.size()),
+                mrsp_recv_mr->lkey()}));
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspSending));
+  SendRequest send;
+  send.wr_id = send_id;
+  send.opcode = WorkOpcode::kSend;
+  send.local = {mrsp_send_mr->remote_addr(), static_cast<uint32_t>(*encoded), mrsp_send_mr->lkey()};
+  NAARPC_RETURN_IF_ERROR(conn->PostSend(std::span<const SendRequest>(&send, 1)));
+
+  bool sent = false, received = false;
+  uint32_t reply_len = 0;
+  NAARPC_RETURN_IF_ERROR(internal::PollUntil(
+      *conn, deadline, "MRSP", [&](const Completion& c, bool& done) -> Status {
+        if (c.status != CompletionStatus::kSuccess) {
+          return internal::CompletionFailure(
+              c, c.wr_id == send_id ? "MRSP send" : "MRSP receive");
+        }
+        if (c.wr_id == send_id) {
+          sent = true;
+          if (sm.state() == CommState::kMrspSending) {
+            NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspReceiving));
+          }
+        } else if (c.wr_id == recv_id) {
+          if (c.opcode != WorkOpcode::kRecv) {
+            return ProtocolError("MRSP: expected a SEND from the NAA, got an RDMA write");
+          }
+          received = true;
+          reply_len = c.byte_len;
+        } else {
+          return ProtocolError("MRSP: unexpected completion wr_id " + std::to_string(c.wr_id));
+        }
+        done = sent && received;
+        return Status::Ok();
+      }));
+  if (sm.state() == CommState::kMrspSending) {
+    NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspReceiving));
+  }
+
+  auto reply = DecodeMrsp(std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(mrsp_recv_buf.data()), reply_len));
+  if (!reply.ok()) return reply.status().WithContext("MRSP answer from the NAA");
+  if (const auto* err = std::get_if<ErrorMessage>(&*reply)) {
+    return Status(StatusCode::kMrspError,
+                  "NAA rejected the memory regions: MRSP error " + Hex(err->code) +
+                      " (" + std::string(MrspErrorName(err->code)) + ")")
+        .set_wire_code(err->code);
+  }
+  const auto* adv = std::get_if<AdvertisementMessage>(&*reply);
+  if (adv == nullptr) {
+    return ProtocolError("MRSP: the NAA answered with an Advertisement+Request, expected Advertisement");
+  }
+  size_t expected = 0;
+  for (const WireRegion& w : wire) expected += !w.internal;
+  if (adv->regions.size() != expected) {
+    return ProtocolError("MRSP: the NAA advertised " + std::to_string(adv->regions.size()) +
+                         " regions, expected " + std::to_string(expected));
+  }
+  size_t k = 0;
+  for (WireRegion& w : wire) {
+    if (w.internal) continue;
+    const RegionAdvertisement& a = adv->regions[k++];
+    if (a.size < w.size) {
+      return ProtocolError("MRSP: NAA region " + std::to_string(k - 1) + " has " +
+                           std::to_string(a.size) + " bytes, requested " +
+                           std::to_string(w.size));
+    }
+    w.peer_addr = a.addr;
+    w.peer_rkey = a.rkey;
+  }
+  return sm.Transition(CommState::kMrspDone);
+}
+
+Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
+                                   const CallOptions& call_options) {
+  if (sm.failed()) {
+    return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
+  }
+  if (sm.state() != CommState::kMrspDone && sm.state() != CommState::kFinished) {
+    return FailedPreconditionError(std::string("cannot call in state ") +
+                                   std::string(CommStateName(sm.state())));
+  }
+  if (fncode < kMinFunctionCode || fncode > kMaxFunctionCode) {
+    return InvalidArgumentError("function code " + std::to_string(fncode) +
+                                " out of range 1..127");
+  }
+  if (call_options.user_bits > 0xffffffu) {
+    return InvalidArgumentError("user_bits must fit in 24 bits");
+  }
+  if (call_options.user_bits != 0 && options.dialect != Dialect::kReference) {
+    return InvalidArgumentError("user_bits need the reference dialect");
+  }
+  const auto& lengths = call_options.send_lengths;
+  if (!lengths.empty() && lengths.size() != params.size()) {
+    return InvalidArgumentError("send_lengths has " + std::to_string(lengths.size()) +
+                                " entries, expected " + std::to_string(params.size()));
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (IsInput(params[i].spec.direction) && lengths[i] > params[i].spec.size) {
+      return InvalidArgumentError("parameter " + Quote(params[i].spec.name) + ": send length " +
+                                  std::to_string(lengths[i]) + " exceeds its size " +
+                                  std::to_string(params[i].spec.size));
+    }
+  }
+
+  // Inputs in region order: [metadata], then input slices (prefixes).
+  slices.clear();
+  const WireRegion* first_return = nullptr;
+  for (const WireRegion& w : wire) {
+    if (w.internal) continue;
+    if (w.param == WireRegion::kMetadata) {
+      slices.push_back({{metadata_mr->remote_addr(), w.size, metadata_mr->lkey()},
+                        w.peer_addr, w.peer_rkey});
+      continue;
+    }
+    const Param& p = params[w.param];
+    if (IsOutput(p.spec.direction) && first_return == nullptr) first_return = &w;
+    if (!IsInput(p.spec.direction)) continue;
+    if (p.spec.single_send && calls_completed > 0) continue;
+    const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
+    if (want <= w.offset) continue;
+    const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
+    slices.push_back({{p.mr->remote_addr() + w.offset, len, p.mr->lkey()}, w.peer_addr, w.peer_rkey});
+  }
+  if (slices.empty()) {
+    // Nothing to send (all inputs empty or single-send): a zero-length
+    // WRITE_WITH_IMM still carries the function code.
+    const WireRegion& w = *first_return;
+    slices.push_back({{params[w.param].mr->remote_addr() + w.offset, 0,
+                       params[w.param].mr->lkey()},
+                      w.peer_addr, w.peer_rkey});
+  }
+
+  ++seq;
+  const uint64_t recv_id = MakeWrId(WrKind::kDataRecv, seq);
+  const uint64_t write_id = MakeWrId(WrKind::kDataWrite, seq);
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
+  Status s = conn->PostRecv(recv_id, {mrsp_recv_mr->remote_addr(),
+                                      static_cast<uint32_t>(mrsp_recv_buf.size()),
+                                      mrsp_recv_mr->lkey()});
+  if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
+  s = internal::PostWriteSequence(*conn, slices, imm, write_id, scratch);
+  if (!s.ok()) return Fail(s.WithContext("posting the input writes"));
+
+  bool written = false, answered = false;
+  uint32_t status_imm = 0;
+  const std::string what = "call of function " + std::to_string(fncode);
+  s = internal::PollUntil(*conn, deadline, what, [&](const Completion& c, bool& done) -> Status {
+    if (c.status != CompletionStatus::kSuccess) {
+      return internal::CompletionFailure(
+          c, what + (WrIdKind(c.wr_id) == WrKind::kDataRecv ? " (result receive)" : " (input write)"));
+    }
+    if (c.wr_id == write_id) {
+      written = true;
+      if (sm.state() == CommState::kDataSending) {
+        NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+      }
+    } else if (c.wr_id == recv_id) {
+      if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+        return ProtocolError(what + ": expected the NAA's WRITE_WITH_IMM, got a SEND");
+      }
+      answered = true;
+      status_imm = c.imm_data;
+    } else {
+      return ProtocolError(what + ": unexpected completion wr_id " + std::to_string(c.wr_id));
+    }
+    done = written && answered;
+    return Status::Ok();
+  });
+  if (!s.ok()) return Fail(s);
+  if (sm.state() == CommState::kDataSending) {
+    NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+  }
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kFinished));
+  ++calls_completed;
+  const uint8_t naa_status = DecodeStatusImmediate(status_imm);
+  if (naa_status != kNaaStatusSuccess) {
+    return Status(StatusCode::kNaaError, what + ": NAA returned status " + Hex(naa_status) + " (" +
+                                             std::string(NaaStatusName(naa_status)) + ")")
+        .set_wire_code(naa_status);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+
+ClientSession::ClientSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ClientSession::~ClientSession() { Close().IgnoreError(); }
+
+Result<std::unique_ptr<ClientSession>> ClientSession::Open(
+    Transport& transport, const std::string& host, uint16_t port,
+    std::vector<RegionSpec> regions, const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
+  NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
+  const std::string where = "NAA at " + host + ":" + std::to_string(port);
+  auto conn = transport.Connect(host, port, Deadline::After(options.connect_timeout));
+  if (!conn.ok()) return conn.status().WithContext("connecting to " + where);
+  impl->conn = std::move(conn).value();
+  NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
+  Status s = impl->Register();
+  if (s.ok()) s = impl->RunMrsp();
+  if (!s.ok()) {
+    impl->sm.Fail();
+    impl->conn->Disconnect().IgnoreError();
+    return s.WithContext(where);
+  }
+  return std::unique_ptr<ClientSession>(new ClientSession(std::move(impl)));
+}
+
+std::span<std::byte> ClientSession::buffer(size_t index) {
+  if (index >= impl_->params.size()) return {};
+  auto& p = impl_->params[index];
+  if (p.data == nullptr) return {};
+  return {p.data, p.spec.size};
+}
+
+size_t ClientSession::region_count() const { return impl_->params.size(); }
+const RegionSpec& ClientSession::spec(size_t index) const { return impl_->params.at(index).spec; }
+
+Status ClientSession::Call(uint8_t function_code, Deadline deadline, const CallOptions& options) {
+  return impl_->DoCall(function_code, deadline, options);
+}
+
+CommState ClientSession::state() const { return impl_->sm.state(); }
+Dialect ClientSession::dialect() const { return impl_->options.dialect; }
+uint64_t ClientSession::calls_completed() const { return impl_->calls_completed; }
+
+Status ClientSession::Close() {
+  if (!impl_ || !impl_->conn) return Status::Ok();
+  Status s = impl_->conn->Disconnect();
+  if (!impl_->sm.failed() && impl_->sm.state() != CommState::kDisconnected) {
+    impl_->sm.Transition(CommState::kDisconnected).IgnoreError();
+  }
+  // Deregister before the memory goes away, then drop the connection.
+  for (auto& p : impl_->params) p.mr.reset();
+  impl_->metadata_mr.reset();
+  impl_->mrsp_send_mr.reset();
+  impl_->mrsp_recv_mr.reset();
+  impl_->conn.reset();
+  return s;
+}
+
+}  // namespace naarpc

@@ -1,0 +1,541 @@
+#include "runtime/naa_server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <future>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "runtime/mrsp.h"
+#include "runtime/state_machine.h"
+#include "runtime/wire_ops.h"
+
+namespace naarpc {
+
+using internal::Buffer;
+using internal::MakeWrId;
+using internal::WrIdKind;
+using internal::WrKind;
+using internal::WriteSlice;
+
+namespace {
+
+// Idle connections wake this often to notice Shutdown(); no busy polling.
+constexpr auto kStopCheckInterval = std::chrono::milliseconds(200);
+
+uint64_t ByteSwap64(uint64_t v) {
+  uint64_t r = 0;
+  for (int i = 0; i < 8; ++i) r = r << 8 | ((v >> (8 * i)) & 0xff);
+  return r;
+}
+
+// One region the NAA allocated during the MRSP.
+struct NaaSideRegion {
+  RegionRequest request;     // as the host sent it
+  Buffer memory;
+  std::unique_ptr<MemoryRegion> mr;  // non-internal only
+};
+
+// Serves one connection: MRSP, then calls until the peer leaves.
+class ConnectionServer {
+ public:
+  ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
+                   const ServerOptions& options, const std::atomic<bool>& stopping)
+      : conn_(std::move(conn)), handler_(handler), options_(options), stopping_(stopping) {}
+
+  void Run();
+
+ private:
+  Status Serve();
+  Status RunMrsp();
+  Status SendMrspError(MrspErrorCode code);
+  Status PostDataRecv();
+  // Waits for the next call's WRITE_WITH_IMM; false if the peer left.
+  Result<bool> WaitForCall(uint32_t& imm);
+  Status HandleCall(uint32_t imm);
+  uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
+  uint8_t RunKernel(NaaCall& call);
+  Status Reply(uint8_t status, const std::vector<size_t>& returns);
+  void Log(const std::string& line) const;
+
+  std::unique_ptr<Connection> conn_;
+  NaaHandler& handler_;
+  const ServerOptions& options_;
+  const std::atomic<bool>& stopping_;
+  StateMachine sm_{Role::kNaa};
+  Dialect dialect_ = Dialect::kSpec;
+  std::vector<NaaSideRegion> regions_;   // MRSP order
+  std::vector<size_t> param_index_;      // regions_ index of each parameter
+  std::vector<size_t> internal_index_;
+  size_t metadata_index_ = SIZE_MAX;     // spec dialect
+  Buffer mrsp_send_buf_, mrsp_recv_buf_;
+  std::unique_ptr<MemoryRegion> mrsp_send_mr_, mrsp_recv_mr_;
+  std::vector<NaaRegion> call_params_;
+  std::vector<std::span<std::byte>> call_internal_;
+  std::vector<WriteSlice> slices_;
+  std::vector<SendRequest> scratch_;
+  std::future<uint8_t> runaway_kernel_;  // a kernel that outlived its timeout
+  uint64_t seq_ = 0;
+  uint64_t calls_ = 0;
+};
+
+void ConnectionServer::Log(const std::string& line) const {
+  const std::string msg = "naarpc NAA [" + conn_->peer_name() + "]: " + line;
+  if (options_.log) {
+    options_.log(msg);
+  } else {
+    std::fprintf(stderr, "%s\n", msg.c_str());
+  }
+}
+
+void ConnectionServer::Run() {
+  Status s = Serve();
+  if (!s.ok() && s.code() != StatusCode::kDisconnected) {
+    sm_.Fail();
+    Log(s.ToString());
+  }
+  if (runaway_kernel_.valid()) runaway_kernel_.wait();
+  conn_->Disconnect().IgnoreError();
+  for (auto& r : regions_) r.mr.reset();
+  mrsp_send_mr_.reset();
+  mrsp_recv_mr_.reset();
+  conn_.reset();
+}
+
+Status ConnectionServer::Serve() {
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kReady));
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kConnected));
+  NAARPC_RETURN_IF_ERROR(RunMrsp());
+  for (;;) {
+    uint32_t imm = 0;
+    NAARPC_ASSIGN_OR_RETURN(bool got_call, WaitForCall(imm));
+    if (!got_call) return Status::Ok();
+    NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+  }
+}
+
+Status ConnectionServer::RunMrsp() {
+  NAARPC_ASSIGN_OR_RETURN(mrsp_send_buf_, Buffer::Allocate(kMaxMrspMessageSize));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_buf_, Buffer::Allocate(kMaxMrspMessageSize));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_send_mr_, conn_->RegisterMemory(mrsp_send_buf_.data(),
+                                                               mrsp_send_buf_.size(), 0));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr_,
+                          conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
+                                                kAccessLocalWrite));
+  const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
+  NAARPC_RETURN_IF_ERROR(conn_->PostRecv(
+      recv_id, {mrsp_recv_mr_->remote_addr(), static_cast<uint32_t>(mrsp_recv_buf_.size()),
+                mrsp_recv_mr_->lkey()}));
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));
+
+  uint32_t len = 0;
+  NAARPC_RETURN_IF_ERROR(internal::PollUntil(
+      *conn_, Deadline::After(options_.mrsp_timeout), "waiting for the host's MRSP request",
+      [&](const Completion& c, bool& done) -> Status {
+        if (c.status != CompletionStatus::kSuccess) {
+          return internal::CompletionFailure(c, "MRSP receive");
+        }
+        if (c.wr_id != recv_id || c.opcode != WorkOpcode::kRecv) {
+          return ProtocolError("expected the MRSP request (a SEND) first");
+        }
+        len = c.byte_len;
+        done = true;
+        return Status::Ok();
+      }));
+  auto msg = DecodeMrsp(std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(mrsp_recv_buf_.data()), len));
+  if (!msg.ok()) return msg.status().WithContext("MRSP request from the host");
+  const auto* req = std::get_if<AdvertisementRequestMessage>(&*msg);
+  if (req == nullptr) {
+    return ProtocolError("MRSP: expected an Advertisement+Request (0x01) from the host");
+  }
+
+  // Limits and NAA addresses (docs/protocol.md, "NAA limits").
+  if (req->regions.size() > options_.max_regions) {
+    Log("MRSP: " + std::to_string(req->regions.size()) + " regions requested, limit " +
+        std::to_string(options_.max_regions));
+    return SendMrspError(MrspErrorCode::kTooManyRegions);
+  }
+  uint64_t total = 0;
+  for (const RegionRequest& r : req->regions) {
+    total += r.size;
+    if (r.requested_naa_address != 0) {
+      if (r.requested_naa_address >= options_.naa_memory_size) {
+        Log("MRSP: NAA address " + std::to_string(r.requested_naa_address) + " out of bounds");
+        return SendMrspError(MrspErrorCode::kInvalidAddress);
+      }
+      if (r.size > options_.naa_memory_size - r.requested_naa_address) {
+        Log("MRSP: region at NAA address " + std::to_string(r.requested_naa_address) +
+            " with " + std::to_string(r.size) + " bytes exceeds the NAA memory");
+        return SendMrspError(MrspErrorCode::kNotEnoughMemory);
+      }
+    }
+  }
+  if (total > options_.max_bytes_per_connection) {
+    Log("MRSP: " + std::to_string(total) + " bytes requested, budget " +
+        std::to_string(options_.max_bytes_per_connection));
+    return SendMrspError(MrspErrorCode::kNotEnoughMemory);
+  }
+
+  dialect_ = Dialect::kSpec;
+  for (const RegionRequest& r : req->regions) {
+    if (!(r.flags & kRegionFlagInternal) && (r.flags & (kRegionFlagInput | kRegionFlagOutput))) {
+      dialect_ = Dialect::kReference;
+    }
+  }
+  AdvertisementMessage adv;
+  regions_.clear();
+  regions_.reserve(req->regions.size());
+  for (const RegionRequest& r : req->regions) {
+    NaaSideRegion region;
+    region.request = r;
+    auto mem = Buffer::Allocate(r.size);
+    if (!mem.ok()) {
+      Log("MRSP: " + mem.status().ToString());
+      return SendMrspError(MrspErrorCode::kNotEnoughMemory);
+    }
+    region.memory = std::move(mem).value();
+    const bool internal = r.flags & kRegionFlagInternal;
+    if (!internal) {
+      NAARPC_ASSIGN_OR_RETURN(region.mr,
+                              conn_->RegisterMemory(region.memory.data(), r.size,
+                                                    kAccessLocalWrite | kAccessRemoteWrite));
+      adv.regions.push_back({region.mr->remote_addr(), region.mr->rkey(), r.size});
+    }
+    regions_.push_back(std::move(region));
+  }
+  // Parameters: non-internal regions, minus the spec dialect's metadata (0).
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    if (regions_[i].request.flags & kRegionFlagInternal) {
+      internal_index_.push_back(i);
+    } else if (dialect_ == Dialect::kSpec && metadata_index_ == SIZE_MAX) {
+      metadata_index_ = i;
+    } else {
+      param_index_.push_back(i);
+    }
+  }
+
+  // The receive for the first call is posted before the host learns our
+  // regions, so its WRITE_WITH_IMM always finds one.
+  NAARPC_RETURN_IF_ERROR(PostDataRecv());
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
+  auto encoded = EncodeMrsp(MrspMessage(adv),
+                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
+                                               mrsp_send_buf_.size()));
+  if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP advertisement");
+  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
+  SendRequest send;
+  send.wr_id = send_id;
+  send.opcode = WorkOpcode::kSend;
+  send.local = {mrsp_send_mr_->remote_addr(), static_cast<uint32_t>(*encoded),
+                mrsp_send_mr_->lkey()};
+  NAARPC_RETURN_IF_ERROR(conn_->PostSend(std::span<const SendRequest>(&send, 1)));
+  // The send completes when the host acknowledges it; a call may already be
+  // on its way, so completions of either kind are handled in WaitForCall.
+  return sm_.Transition(CommState::kMrspDone);
+}
+
+Status ConnectionServer::SendMrspError(MrspErrorCode code) {
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
+  auto encoded = EncodeMrsp(MrspMessage(ErrorMessage{static_cast<uint8_t>(code)}),
+                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
+                                               mrsp_send_buf_.size()));
+  if (!encoded.ok()) return encoded.status();
+  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 1);
+  SendRequest send;
+  send.wr_id = send_id;
+  send.opcode = WorkOpcode::kSend;
+  send.local = {mrsp_send_mr_->remote_addr(), static_cast<uint32_t>(*encoded),
+                mrsp_send_mr_->lkey()};
+  NAARPC_RETURN_IF_ERROR(conn_->PostSend(std::span<const SendRequest>(&send, 1)));
+  // Wait (bounded) until the host has the message, then disconnect.
+  Status s = internal::PollUntil(*conn_, Deadline::After(options_.mrsp_timeout),
+                                 "sending MRSP error", [&](const Completion& c, bool& done) {
+                                   done = c.wr_id == send_id;
+                                   return Status::Ok();
+                                 });
+  if (!s.ok() && s.code() != StatusCode::kDisconnected) Log(s.ToString());
+  sm_.Fail();  // the connection ends here
+  return Status::Ok();
+}
+
+Status ConnectionServer::PostDataRecv() {
+  ++seq_;
+  return conn_->PostRecv(MakeWrId(WrKind::kDataRecv, seq_),
+                         {mrsp_recv_mr_->remote_addr(),
+                          static_cast<uint32_t>(mrsp_recv_buf_.size()), mrsp_recv_mr_->lkey()});
+}
+
+Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
+  std::array<Completion, 16> batch;
+  for (;;) {
+    if (stopping_.load(std::memory_order_relaxed)) return false;
+    Result<size_t> n = conn_->PollCompletions(batch, Deadline::After(kStopCheckInterval));
+    if (!n.ok()) {
+      if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
+      return n.status();
+    }
+    for (size_t i = 0; i < *n; ++i) {
+      const Completion& c = batch[i];
+      const WrKind kind = WrIdKind(c.wr_id);
+      if (c.status != CompletionStatus::kSuccess) {
+        if (c.status == CompletionStatus::kFlushed) return false;
+        return internal::CompletionFailure(
+            c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back");
+      }
+      if (kind == WrKind::kDataRecv) {
+        if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+          return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
+        }
+        imm = c.imm_data;
+        return true;
+      }
+      // Completions of our MRSP send / result writes: nothing to do.
+    }
+  }
+}
+
+uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
+  returns.clear();
+  if (dialect_ == Dialect::kReference) {
+    for (size_t p = 0; p < param_index_.size(); ++p) {
+      if (regions_[param_index_[p]].request.flags & kRegionFlagOutput) returns.push_back(p);
+    }
+    return kNaaStatusSuccess;
+  }
+  // Spec dialect: region 0 holds the host addresses of the return regions.
+  if (metadata_index_ == SIZE_MAX || param_index_.empty()) return kNaaStatusBadRegionLayout;
+  const NaaSideRegion& meta = regions_[metadata_index_];
+  if (meta.request.size % kMetadataEntrySize != 0) return kNaaStatusBadRegionLayout;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(meta.memory.data());
+  for (size_t off = 0; off < meta.request.size; off += kMetadataEntrySize) {
+    const uint64_t be = GetBe64(bytes + off);
+    if (be == 0) break;  // zero padding ends the list
+    bool found = false;
+    for (uint64_t candidate : {be, ByteSwap64(be)}) {
+      for (size_t p = 0; p < param_index_.size() && !found; ++p) {
+        if (regions_[param_index_[p]].request.addr == candidate) {
+          returns.push_back(p);
+          found = true;
+        }
+      }
+      if (found) break;
+    }
+    if (!found) return kNaaStatusBadRegionLayout;
+  }
+  return returns.empty() ? kNaaStatusBadRegionLayout : kNaaStatusSuccess;
+}
+
+uint8_t ConnectionServer::RunKernel(NaaCall& call) {
+  auto run = [this, &call]() -> uint8_t {
+    try {
+      return handler_.Handle(call);
+    } catch (const std::exception& e) {
+      Log("kernel for function " + std::to_string(call.function_code) + " threw: " + e.what());
+    } catch (...) {
+      Log("kernel for function " + std::to_string(call.function_code) + " threw");
+    }
+    return kNaaStatusKernelFailed;
+  };
+  const auto timeout = handler_.KernelTimeout(call.function_code);
+  if (timeout <= std::chrono::milliseconds::zero()) return run();
+  auto future = std::async(std::launch::async, run);
+  if (future.wait_for(timeout) == std::future_status::ready) return future.get();
+  Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
+      std::to_string(timeout.count()) + " ms");
+  runaway_kernel_ = std::move(future);
+  return kNaaStatusKernelTimeout;
+}
+
+Status ConnectionServer::HandleCall(uint32_t imm) {
+  // A kernel that overran its timeout must finish before its buffers serve
+  // the next call.
+  if (runaway_kernel_.valid()) {
+    runaway_kernel_.wait();
+    runaway_kernel_ = {};
+  }
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataReceiving));
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kCalculating));
+  std::vector<size_t> returns;
+  uint8_t status = kNaaStatusSuccess;
+  const std::optional<RequestImmediate> req = DecodeRequestImmediate(imm);
+  if (!req) {
+    status = kNaaStatusUnknownFunction;
+  } else if (req->host_to_naa_bit != (dialect_ == Dialect::kReference)) {
+    status = kNaaStatusBadRegionLayout;  // immediate of the other dialect
+  } else {
+    status = ResolveReturnRegions(returns);
+  }
+  // The receive for the next call goes up before any result is written.
+  NAARPC_RETURN_IF_ERROR(PostDataRecv());
+  if (status == kNaaStatusSuccess) {
+    call_params_.clear();
+    std::vector<bool> is_return(param_index_.size(), false);
+    for (size_t p : returns) is_return[p] = true;
+    for (size_t p = 0; p < param_index_.size(); ++p) {
+      NaaSideRegion& r = regions_[param_index_[p]];
+      NaaRegion v;
+      v.data = r.memory.span();
+      v.flags = r.request.flags;
+      v.is_output = is_return[p];
+      v.is_input = dialect_ == Dialect::kSpec ? true : (r.request.flags & kRegionFlagInput) != 0;
+      v.reply_length = r.request.size;
+      call_params_.push_back(v);
+    }
+    call_internal_.clear();
+    for (size_t i : internal_index_) call_internal_.push_back(regions_[i].memory.span());
+    NaaCall call;
+    call.function_code = req->function_code;
+    call.dialect = dialect_;
+    call.user_bits = req->user_bits;
+    call.call_index = calls_;
+    call.params = call_params_;
+    call.internal = call_internal_;
+    status = RunKernel(call);
+  }
+  ++calls_;
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
+  NAARPC_RETURN_IF_ERROR(Reply(status, returns));
+  return sm_.Transition(CommState::kFinished);
+}
+
+Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& returns) {
+  slices_.clear();
+  if (status == kNaaStatusSuccess) {
+    for (size_t p : returns) {
+      const NaaSideRegion& r = regions_[param_index_[p]];
+      const uint64_t len = std::min<uint64_t>(call_params_[p].reply_length, r.request.size);
+      slices_.push_back({{r.mr->remote_addr(), static_cast<uint32_t>(len), r.mr->lkey()},
+                         r.request.addr, r.request.rkey});
+    }
+  }
+  if (slices_.empty()) {
+    // Error status (or nothing to return): one zero-length WRITE_WITH_IMM to
+    // the first return region, else the first parameter region.
+    size_t p = returns.empty() ? 0 : returns.front();
+    const size_t idx = param_index_.empty() ? 0 : param_index_[p];
+    if (idx >= regions_.size() || !regions_[idx].mr) {
+      return ProtocolError("no host region to carry the status");
+    }
+    const NaaSideRegion& r = regions_[idx];
+    slices_.push_back({{r.mr->remote_addr(), 0, r.mr->lkey()}, r.request.addr, r.request.rkey});
+  }
+  return internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(status),
+                                     MakeWrId(WrKind::kDataWrite, seq_), scratch_);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+class NaaServer::Impl {
+ public:
+  Transport& transport;
+  NaaHandler& handler;
+  ServerOptions options;
+  std::unique_ptr<Listener> listener;
+  std::thread accept_thread;
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> accepted{0};
+  std::mutex mu;
+  std::list<std::thread> workers;          // guarded by mu
+  std::list<std::thread::id> finished;     // guarded by mu
+  size_t open = 0;                         // guarded by mu
+  bool shut_down = false;                  // guarded by mu
+
+  Impl(Transport& t, NaaHandler& h, const ServerOptions& o)
+      : transport(t), handler(h), options(o) {}
+
+  void AcceptLoop() {
+    while (!stopping.load()) {
+      auto conn = listener->Accept(Deadline::Infinite());
+      if (!conn.ok()) {
+        if (stopping.load()) break;
+        const std::string msg = "naarpc NAA: accept failed: " + conn.status().ToString();
+        if (options.log) options.log(msg); else std::fprintf(stderr, "%s\n", msg.c_str());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      accepted.fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      ReapLocked();
+      ++open;
+      auto server = std::make_shared<ConnectionServer>(std::move(conn).value(), handler,
+                                                       options, stopping);
+      workers.emplace_back([this, server] {
+        server->Run();
+        std::lock_guard<std::mutex> l(mu);
+        --open;
+        finished.push_back(std::this_thread::get_id());
+      });
+    }
+  }
+
+  // Joins workers that have finished. REQUIRES: mu held.
+  void ReapLocked() {
+    for (auto id : finished) {
+      for (auto it = workers.begin(); it != workers.end(); ++it) {
+        if (it->get_id() == id) {
+          it->join();
+          workers.erase(it);
+          break;
+        }
+      }
+    }
+    finished.clear();
+  }
+};
+
+NaaServer::NaaServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+NaaServer::~NaaServer() { Shutdown(); }
+
+Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const std::string& host,
+                                                    uint16_t port, NaaHandler& handler,
+                                                    const ServerOptions& options) {
+  if (options.max_regions == 0) return InvalidArgumentError("max_regions must be > 0");
+  auto impl = std::make_unique<Impl>(transport, handler, options);
+  auto listener = transport.Listen(host, port);
+  if (!listener.ok()) {
+    return listener.status().WithContext("listening on " + host + ":" + std::to_string(port));
+  }
+  impl->listener = std::move(listener).value();
+  Impl* raw = impl.get();
+  impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
+  return std::unique_ptr<NaaServer>(new NaaServer(std::move(impl)));
+}
+
+uint16_t NaaServer::port() const { return impl_->listener->port(); }
+uint64_t NaaServer::connections_accepted() const { return impl_->accepted.load(); }
+size_t NaaServer::connections_open() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->open;
+}
+
+void NaaServer::Shutdown() {
+  if (!impl_) return;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->shut_down) return;
+    impl_->shut_down = true;
+  }
+  impl_->stopping.store(true);
+  impl_->listener->Shutdown();
+  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  std::list<std::thread> workers;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    workers.swap(impl_->workers);
+    impl_->finished.clear();
+  }
+  for (auto& t : workers) t.join();
+}
+
+}  // namespace naarpc

@@ -1,0 +1,48 @@
+#include "runtime/wire_ops.h"
+
+#include <cstring>
+
+namespace naarpc::internal {
+
+Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
+                         uint32_t imm, uint64_t final_wr_id,
+                         std::vector<SendRequest>& scratch) {
+  scratch.clear();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const bool last = i + 1 == slices.size();
+    SendRequest wr;
+    wr.wr_id = last ? final_wr_id : 0;
+    wr.opcode = last ? WorkOpcode::kRdmaWriteWithImm : WorkOpcode::kRdmaWrite;
+    wr.local = slices[i].local;
+    wr.remote_addr = slices[i].remote_addr;
+    wr.rkey = slices[i].rkey;
+    wr.imm_data = last ? imm : 0;
+    wr.signaled = last;
+    scratch.push_back(wr);
+  }
+  return conn.PostSend(scratch);
+}
+
+Status CompletionFailure(const Completion& c, std::string_view what) {
+  std::string msg(what);
+  msg += ": work completion failed: ";
+  msg += CompletionStatusName(c.status);
+  if (c.status == CompletionStatus::kFlushed) {
+    return DisconnectedError(msg + " (peer disconnected)");
+  }
+  return TransportError(std::move(msg));
+}
+
+Result<Buffer> Buffer::Allocate(size_t size) {
+  Buffer b;
+  if (size == 0) return b;
+  void* p = std::calloc(1, size);
+  if (p == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(size) + " bytes");
+  }
+  b.data_.reset(static_cast<std::byte*>(p));
+  b.size_ = size;
+  return b;
+}
+
+}  // namespace naarpc::internal

@@ -1,0 +1,92 @@
+// Pieces of the data path shared by the host (ClientSession) and the NAA
+// (NaaServer): posting a write sequence, waiting for completions, buffers.
+// Internal to the runtime.
+#ifndef NAARPC_RUNTIME_WIRE_OPS_H_
+#define NAARPC_RUNTIME_WIRE_OPS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/deadline.h"
+#include "runtime/status.h"
+#include "runtime/transport.h"
+
+namespace naarpc::internal {
+
+// wr_id = kind << 56 | sequence: completions are matched by wr_id.
+enum class WrKind : uint8_t {
+  kMrspSend = 1,
+  kMrspRecv = 2,
+  kDataWrite = 3,  // final (signaled) write of a call / reply
+  kDataRecv = 4,   // receive consumed by the peer's WRITE_WITH_IMM
+};
+inline uint64_t MakeWrId(WrKind kind, uint64_t seq) {
+  return uint64_t(kind) << 56 | (seq & ((uint64_t{1} << 56) - 1));
+}
+inline WrKind WrIdKind(uint64_t wr_id) { return WrKind(wr_id >> 56); }
+inline uint64_t WrIdSeq(uint64_t wr_id) { return wr_id & ((uint64_t{1} << 56) - 1); }
+
+// One RDMA write of a local slice to a remote slice.
+struct WriteSlice {
+  LocalBuffer local;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+};
+
+// Posts n-1 unsignaled RDMA WRITEs and one signaled WRITE_WITH_IMM (the last
+// slice) carrying `imm`, in one PostSend.
+// REQUIRES: !slices.empty().
+Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
+                         uint32_t imm, uint64_t final_wr_id,
+                         std::vector<SendRequest>& scratch);
+
+// A failed completion as a Status naming what failed.
+Status CompletionFailure(const Completion& c, std::string_view what);
+
+// Polls `conn` until `on_completion` returns done or an error, or the
+// deadline passes (kDeadlineExceeded with `what`).
+template <typename OnCompletion>
+Status PollUntil(Connection& conn, Deadline deadline, std::string_view what,
+                 OnCompletion&& on_completion) {
+  std::array<Completion, 16> batch;
+  for (;;) {
+    Result<size_t> n = conn.PollCompletions(batch, deadline);
+    if (!n.ok()) return n.status().WithContext(what);
+    for (size_t i = 0; i < *n; ++i) {
+      bool done = false;
+      Status s = on_completion(batch[i], done);
+      if (!s.ok()) return s;
+      if (done) return Status::Ok();
+    }
+    if (*n == 0 && deadline.expired()) {
+      return DeadlineExceededError(std::string(what) + ": deadline exceeded");
+    }
+  }
+}
+
+// Zero-initialised heap memory, page-aligned (large allocations are lazily
+// zeroed by the kernel).
+class Buffer {
+ public:
+  Buffer() = default;
+  static Result<Buffer> Allocate(size_t size);
+  std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  std::span<std::byte> span() const { return {data_.get(), size_}; }
+
+ private:
+  struct Free { void operator()(std::byte* p) const { std::free(p); } };
+  std::unique_ptr<std::byte, Free> data_;
+  size_t size_ = 0;
+};
+
+}  // namespace naarpc::internal
+
+#endif  // NAARPC_RUNTIME_WIRE_OPS_H_
