@@ -1,0 +1,595 @@
+// End-to-end tests of the protocol engine: a ClientSession calling a
+// NaaServer over a real transport, for every transport and wire dialect.
+// Verbs cases skip without an RDMA device; they run in the Soft-RoCE guest.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/client_session.h"
+#include "runtime/naa_server.h"
+#include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
+#include "tests/e2e/test_kernels.h"
+
+namespace naarpc {
+namespace {
+
+using testing::kAccumulate;
+using testing::kAppError;
+using testing::kAppErrorStatus;
+using testing::kEcho;
+using testing::kEchoUserBits;
+using testing::kIncrementBytes;
+using testing::kSleep;
+using testing::kThrows;
+using testing::kVectorAdd;
+using testing::TestKernels;
+
+struct E2eParam {
+  std::string transport;
+  Dialect dialect;
+};
+
+std::string ParamName(const ::testing::TestParamInfo<E2eParam>& info) {
+  return info.param.transport + "_" + std::string(DialectName(info.param.dialect));
+}
+
+// Address the NAA listens on: loopback for the emulated transport; the
+// guest's rxe netdev address for verbs (set by tools/rxe-vm).
+std::string TestAddress(const std::string& transport) {
+  if (transport == "verbs") {
+    if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) return a;
+  }
+  return "127.0.0.1";
+}
+
+std::unique_ptr<Transport> MakeTransport(const std::string& name,
+                                         std::shared_ptr<FaultInjector> faults = nullptr) {
+  if (name == "verbs") {
+    auto t = NewVerbsTransport();
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(t).value() : nullptr;
+  }
+  EmulatedOptions options;
+  options.faults = std::move(faults);
+  return NewEmulatedTransport(options);
+}
+
+// A fault injector driven by a predicate.
+class PredicateFaults : public FaultInjector {
+ public:
+  explicit PredicateFaults(std::function<FaultAction(const FaultPoint&)> f) : f_(std::move(f)) {}
+  FaultAction OnPost(const FaultPoint& point) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f_(point);
+  }
+
+ private:
+  std::mutex mu_;
+  std::function<FaultAction(const FaultPoint&)> f_;
+};
+
+std::vector<RegionSpec> VectorAddLayout(size_t n) {
+  return {{"a", Direction::kIn, n * sizeof(float)},
+          {"b", Direction::kIn, n * sizeof(float)},
+          {"out", Direction::kOut, n * sizeof(float)}};
+}
+
+std::span<float> Floats(std::span<std::byte> b) {
+  return {reinterpret_cast<float*>(b.data()), b.size() / sizeof(float)};
+}
+
+class E2eTest : public ::testing::TestWithParam<E2eParam> {
+ protected:
+  void SetUp() override {
+    if (GetParam().transport == "verbs" && !RdmaDeviceAvailable()) {
+      GTEST_SKIP() << "no RDMA device here; the verbs cases run inside the Soft-RoCE guest "
+                      "(//tools/rxe-vm)";
+    }
+    transport_ = MakeTransport(GetParam().transport);
+    ASSERT_NE(transport_, nullptr);
+    server_options_.log = [this](std::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      server_log_.emplace_back(line);
+    };
+    server_ = StartServer(kernels_, server_options_);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  std::unique_ptr<NaaServer> StartServer(NaaHandler& handler, const ServerOptions& options) {
+    auto s = NaaServer::Start(*transport_, address(), 0, handler, options);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  std::string address() const { return TestAddress(GetParam().transport); }
+  bool emulated() const { return GetParam().transport == "emulated"; }
+  bool reference() const { return GetParam().dialect == Dialect::kReference; }
+
+  Result<std::unique_ptr<ClientSession>> Open(std::vector<RegionSpec> regions,
+                                              ClientOptions options = {},
+                                              NaaServer* server = nullptr,
+                                              Transport* transport = nullptr) {
+    options.dialect = GetParam().dialect;
+    return ClientSession::Open(transport ? *transport : *transport_, address(),
+                               (server ? server : server_.get())->port(), std::move(regions),
+                               options);
+  }
+
+  std::unique_ptr<ClientSession> MustOpen(std::vector<RegionSpec> regions,
+                                          ClientOptions options = {}) {
+    auto s = Open(std::move(regions), options);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Fills a, b with call-specific values, calls, checks out == a + b.
+  void VectorAddOnce(ClientSession& s, int salt) {
+    auto a = Floats(s.buffer(0)), b = Floats(s.buffer(1)), out = Floats(s.buffer(2));
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = float(i) * 0.5f + float(salt);
+      b[i] = float(salt) * 3.0f - float(i);
+      out[i] = -1.0f;
+    }
+    Status st = s.Call(kVectorAdd, Deadline::After(std::chrono::seconds(20)));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(out[i], a[i] + b[i]) << "element " << i << " salt " << salt;
+    }
+  }
+
+  std::unique_ptr<Transport> transport_;
+  TestKernels kernels_;
+  ServerOptions server_options_;
+  std::unique_ptr<NaaServer> server_;
+  std::mutex log_mu_;
+  std::vector<std::string> server_log_;
+};
+
+TEST_P(E2eTest, VectorAddManyCallsReuseOneConnection) {
+  auto s = MustOpen(VectorAddLayout(1024));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->state(), CommState::kMrspDone);
+  for (int call = 0; call < 25; ++call) VectorAddOnce(*s, call);
+  EXPECT_EQ(s->state(), CommState::kFinished);
+  EXPECT_EQ(s->calls_completed(), 25u);
+  EXPECT_EQ(kernels_.calls.load(), 25u);
+  EXPECT_EQ(server_->connections_accepted(), 1u);
+  EXPECT_TRUE(s->Close().ok());
+  EXPECT_EQ(s->state(), CommState::kDisconnected);
+}
+
+TEST_P(E2eTest, InternalRegionPersistsAcrossCalls) {
+  const size_t n = 256;
+  auto s = MustOpen({{"x", Direction::kIn, n * 4},
+                     {"total", Direction::kOut, n * 4},
+                     {"acc", Direction::kInternal, n * 4, /*naa_address=*/0x1000}});
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->buffer(2).empty()) << "internal regions have no host buffer";
+  for (int call = 1; call <= 3; ++call) {
+    auto x = Floats(s->buffer(0));
+    for (size_t i = 0; i < n; ++i) x[i] = float(i + call);
+    ASSERT_TRUE(s->Call(kAccumulate, Deadline::After(std::chrono::seconds(20))).ok());
+    auto total = Floats(s->buffer(1));
+    for (size_t i = 0; i < n; ++i) {
+      // sum_{c=1..call} (i + c)
+      ASSERT_EQ(total[i], float(call * i + call * (call + 1) / 2)) << i;
+    }
+  }
+}
+
+TEST_P(E2eTest, InOutRegionIncrementsEveryByte) {
+  auto s = MustOpen({{"data", Direction::kInOut, 4096}});
+  ASSERT_NE(s, nullptr);
+  auto data = s->buffer(0);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = std::byte(i * 7);
+  for (int call = 0; call < 3; ++call) {
+    ASSERT_TRUE(s->Call(kIncrementBytes, Deadline::After(std::chrono::seconds(20))).ok());
+  }
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(uint8_t(data[i]), uint8_t(i * 7 + 3)) << i;
+}
+
+TEST_P(E2eTest, ApplicationErrorReachesCallerAndSessionStaysUsable) {
+  auto s = MustOpen(VectorAddLayout(16));
+  ASSERT_NE(s, nullptr);
+  auto out = Floats(s->buffer(2));
+  std::fill(out.begin(), out.end(), 7.0f);
+  Status st = s->Call(kAppError, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  ASSERT_TRUE(st.wire_code().has_value());
+  EXPECT_EQ(*st.wire_code(), kAppErrorStatus);
+  EXPECT_NE(st.message().find("0x42"), std::string::npos) << st.message();
+  for (float v : out) EXPECT_EQ(v, 7.0f) << "an error reply writes no data";
+  EXPECT_EQ(s->state(), CommState::kFinished) << "an NAA error is not a session failure";
+  VectorAddOnce(*s, 1);
+}
+
+TEST_P(E2eTest, UnknownFunctionCodeGetsStatus3) {
+  auto s = MustOpen(VectorAddLayout(16));
+  ASSERT_NE(s, nullptr);
+  Status st = s->Call(99, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_EQ(st.code(), StatusCode::kNaaError);
+  EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kNaaStatusUnknownFunction));
+  VectorAddOnce(*s, 2);
+}
+
+TEST_P(E2eTest, KernelExceptionBecomesStatusAndServerSurvives) {
+  auto s = MustOpen(VectorAddLayout(16));
+  ASSERT_NE(s, nullptr);
+  Status st = s->Call(kThrows, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kNaaStatusKernelFailed)) << st.ToString();
+  VectorAddOnce(*s, 3);
+  std::lock_guard<std::mutex> lock(log_mu_);
+  ASSERT_FALSE(server_log_.empty());
+  EXPECT_NE(server_log_.back().find("kernel exploded"), std::string::npos);
+}
+
+TEST_P(E2eTest, KernelTimeoutBecomesStatus2) {
+  TestKernels slow(/*sleep_timeout=*/true);
+  auto server = StartServer(slow, server_options_);
+  ASSERT_NE(server, nullptr);
+  auto s = Open({{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}}, {}, server.get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  uint32_t ms = 600;
+  std::memcpy((*s)->buffer(0).data(), &ms, 4);
+  Status st = (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kNaaStatusKernelTimeout)) << st.ToString();
+  // The connection serves the next call once the kernel has returned.
+  ms = 1;
+  std::memcpy((*s)->buffer(0).data(), &ms, 4);
+  st = (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  uint32_t echoed = 0;
+  std::memcpy(&echoed, (*s)->buffer(1).data(), 4);
+  EXPECT_EQ(echoed, 1u);
+  server->Shutdown();
+}
+
+TEST_P(E2eTest, ClientDeadlineFailsSessionButServerKeepsServing) {
+  auto s = MustOpen({{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}});
+  ASSERT_NE(s, nullptr);
+  uint32_t ms = 500;
+  std::memcpy(s->buffer(0).data(), &ms, 4);
+  Status st = s->Call(kSleep, Deadline::After(std::chrono::milliseconds(50)));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_EQ(s->state(), CommState::kError);
+  st = s->Call(kSleep, Deadline::After(std::chrono::seconds(1)));
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  auto other = MustOpen(VectorAddLayout(8));
+  ASSERT_NE(other, nullptr);
+  VectorAddOnce(*other, 4);
+}
+
+TEST_P(E2eTest, BadCallArgumentsSendNothing) {
+  auto s = MustOpen(VectorAddLayout(16));
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->Call(0, Deadline::After(std::chrono::seconds(1))).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(s->Call(128, Deadline::After(std::chrono::seconds(1))).code(),
+            StatusCode::kInvalidArgument);
+  const uint64_t too_long[3] = {16 * 4 + 1, 0, 0};
+  CallOptions bad_len;
+  bad_len.send_lengths = too_long;
+  Status st = s->Call(kVectorAdd, Deadline::After(std::chrono::seconds(1)), bad_len);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("'a'"), std::string::npos) << st.message();
+  const uint64_t wrong_count[2] = {1, 1};
+  CallOptions bad_count;
+  bad_count.send_lengths = wrong_count;
+  EXPECT_EQ(s->Call(kVectorAdd, Deadline::After(std::chrono::seconds(1)), bad_count).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(kernels_.calls.load(), 0u);
+  VectorAddOnce(*s, 5);
+}
+
+TEST_P(E2eTest, SendLengthWritesOnlyAPrefix) {
+  auto s = MustOpen({{"in", Direction::kIn, 1000}, {"out", Direction::kOut, 1000}});
+  ASSERT_NE(s, nullptr);
+  auto in = s->buffer(0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(0xa0 + i % 16);
+  const uint64_t lengths[2] = {10, 0};
+  CallOptions options;
+  options.send_lengths = lengths;
+  ASSERT_TRUE(s->Call(kEcho, Deadline::After(std::chrono::seconds(20)), options).ok());
+  auto out = s->buffer(1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_EQ(out[i], i < 10 ? in[i] : std::byte(0)) << "byte " << i;
+  }
+}
+
+TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
+  ClientOptions options;
+  options.max_region_size = 4096;  // 10000 floats -> 10 wire regions each
+  auto s = MustOpen(VectorAddLayout(10000), options);
+  ASSERT_NE(s, nullptr);
+  VectorAddOnce(*s, 6);
+  VectorAddOnce(*s, 7);
+}
+
+TEST_P(E2eTest, MrspTooManyRegions) {
+  ServerOptions small = server_options_;
+  small.max_regions = 3;
+  auto server = StartServer(kernels_, small);
+  ASSERT_NE(server, nullptr);
+  auto s = Open({{"a", Direction::kIn, 8},
+                 {"b", Direction::kIn, 8},
+                 {"c", Direction::kIn, 8},
+                 {"out", Direction::kOut, 8}},
+                {}, server.get());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kMrspError) << s.status().ToString();
+  EXPECT_EQ(s.status().wire_code(), std::optional<uint8_t>(0x03));
+  EXPECT_NE(s.status().message().find("too many regions"), std::string::npos);
+}
+
+TEST_P(E2eTest, MrspInvalidNaaAddress) {
+  auto s = Open({{"x", Direction::kIn, 64},
+                 {"out", Direction::kOut, 64},
+                 {"acc", Direction::kInternal, 64, server_options_.naa_memory_size}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kMrspError) << s.status().ToString();
+  EXPECT_EQ(s.status().wire_code(), std::optional<uint8_t>(0x02));
+}
+
+TEST_P(E2eTest, MrspNotEnoughMemory) {
+  auto s = Open({{"x", Direction::kIn, 64},
+                 {"out", Direction::kOut, 64},
+                 {"acc", Direction::kInternal, 4096, server_options_.naa_memory_size - 100}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().wire_code(), std::optional<uint8_t>(0x01)) << s.status().ToString();
+  // The server goes on serving.
+  auto ok = MustOpen(VectorAddLayout(4));
+  ASSERT_NE(ok, nullptr);
+  VectorAddOnce(*ok, 8);
+}
+
+TEST_P(E2eTest, LayoutErrorsAreReportedBeforeConnecting) {
+  auto no_out = Open({{"a", Direction::kIn, 8}});
+  EXPECT_EQ(no_out.status().code(), StatusCode::kInvalidArgument);
+  auto zero = Open({{"a", Direction::kIn, 0}, {"o", Direction::kOut, 8}});
+  EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zero.status().message().find("'a'"), std::string::npos);
+  std::vector<RegionSpec> many;
+  for (int i = 0; i < 300; ++i) many.push_back({"p" + std::to_string(i), Direction::kInOut, 8});
+  auto too_many = Open(many);
+  EXPECT_EQ(too_many.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->connections_accepted(), 0u);
+}
+
+TEST_P(E2eTest, ConcurrentClients) {
+  constexpr int kClients = 4, kCalls = 30;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([this, c] {
+      auto s = MustOpen(VectorAddLayout(512));
+      ASSERT_NE(s, nullptr);
+      for (int i = 0; i < kCalls; ++i) VectorAddOnce(*s, c * 1000 + i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(kernels_.calls.load(), uint64_t(kClients * kCalls));
+  EXPECT_EQ(server_->connections_accepted(), uint64_t(kClients));
+}
+
+TEST_P(E2eTest, SingleSendRegionIsWrittenOnlyOnce) {
+  if (!reference()) {
+    auto s = Open({{"a", Direction::kIn, 8, 0, /*single_send=*/true}, {"o", Direction::kOut, 8}});
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << "spec dialect has no flags";
+    return;
+  }
+  auto layout = VectorAddLayout(64);
+  layout[1].single_send = true;
+  auto s = MustOpen(layout);
+  ASSERT_NE(s, nullptr);
+  VectorAddOnce(*s, 1);
+  auto a = Floats(s->buffer(0)), b = Floats(s->buffer(1)), out = Floats(s->buffer(2));
+  std::vector<float> first_b(b.begin(), b.end());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = 1.0f;
+    b[i] = 1000.0f;  // not sent again
+  }
+  ASSERT_TRUE(s->Call(kVectorAdd, Deadline::After(std::chrono::seconds(20))).ok());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(out[i], 1.0f + first_b[i]);
+}
+
+TEST_P(E2eTest, UserBitsReachTheNaa) {
+  auto s = MustOpen({{"in", Direction::kIn, 4}, {"out", Direction::kOut, 4}});
+  ASSERT_NE(s, nullptr);
+  CallOptions options;
+  options.user_bits = 0xabcdef;
+  Status st = s->Call(kEchoUserBits, Deadline::After(std::chrono::seconds(20)), options);
+  if (!reference()) {
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    return;
+  }
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  uint32_t echoed = 0;
+  std::memcpy(&echoed, s->buffer(1).data(), 4);
+  EXPECT_EQ(echoed, 0xabcdefu);
+}
+
+TEST_P(E2eTest, ZeroCopyExternalBuffers) {
+  std::vector<float> a(128, 2.0f), b(128, 3.0f), out(128, 0.0f);
+  auto layout = VectorAddLayout(128);
+  layout[0].external_buffer = a.data();
+  layout[1].external_buffer = b.data();
+  layout[2].external_buffer = out.data();
+  auto s = MustOpen(layout);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->buffer(2).data(), reinterpret_cast<std::byte*>(out.data()));
+  ASSERT_TRUE(s->Call(kVectorAdd, Deadline::After(std::chrono::seconds(20))).ok());
+  for (float v : out) EXPECT_EQ(v, 5.0f);
+}
+
+TEST_P(E2eTest, ServerShutdownWithIdleConnections) {
+  auto s = MustOpen(VectorAddLayout(4));
+  ASSERT_NE(s, nullptr);
+  VectorAddOnce(*s, 9);
+  server_->Shutdown();
+  // The NAA is gone: the next call fails promptly, never hangs.
+  Status st = s->Call(kVectorAdd, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+}
+
+// --- Faults (emulated transport's fault injection) -------------------------
+
+TEST_P(E2eTest, NaaDisconnectMidCallFailsPromptly) {
+  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  // The NAA drops the connection instead of writing the result back.
+  auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
+    FaultAction a;
+    if (p.is_listener_side && p.opcode == WorkOpcode::kRdmaWriteWithImm) {
+      a.kind = FaultAction::Kind::kDropConnection;
+    }
+    return a;
+  });
+  auto faulty = MakeTransport("emulated", faults);
+  TestKernels kernels;
+  auto s = NaaServer::Start(*faulty, address(), 0, kernels, server_options_);
+  ASSERT_TRUE(s.ok());
+  auto server = std::move(s).value();
+  auto session = Open(VectorAddLayout(64), {}, server.get());
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  const auto start = std::chrono::steady_clock::now();
+  Status st = (*session)->Call(kVectorAdd, Deadline::After(std::chrono::seconds(30)));
+  EXPECT_EQ(st.code(), StatusCode::kDisconnected) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(25))
+      << "must fail on the disconnect, not on the deadline";
+  EXPECT_EQ((*session)->state(), CommState::kError);
+  server->Shutdown();
+}
+
+TEST_P(E2eTest, HostDisconnectMidCallLeavesServerServingOthers) {
+  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  // The host's connection dies as it posts the WRITE_WITH_IMM of its call.
+  auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
+    FaultAction a;
+    if (!p.is_listener_side && p.opcode == WorkOpcode::kRdmaWriteWithImm) {
+      a.kind = FaultAction::Kind::kDropConnection;
+    }
+    return a;
+  });
+  auto faulty = MakeTransport("emulated", faults);
+  auto doomed = Open(VectorAddLayout(64), {}, nullptr, faulty.get());
+  ASSERT_TRUE(doomed.ok()) << doomed.status().ToString();
+  Status st = (*doomed)->Call(kVectorAdd, Deadline::After(std::chrono::seconds(30)));
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  auto healthy = MustOpen(VectorAddLayout(64));
+  ASSERT_NE(healthy, nullptr);
+  VectorAddOnce(*healthy, 10);
+}
+
+TEST_P(E2eTest, CorruptMrspRequestIsRejectedByTheNaa) {
+  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  // Flip the type byte of the host's MRSP request (the first SEND).
+  auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
+    FaultAction a;
+    if (!p.is_listener_side && p.opcode == WorkOpcode::kSend) {
+      a.kind = FaultAction::Kind::kCorruptPayload;
+      a.corrupt_offset = 0;
+    }
+    return a;
+  });
+  auto faulty = MakeTransport("emulated", faults);
+  ClientOptions options;
+  options.mrsp_timeout = std::chrono::seconds(10);
+  auto s = Open(VectorAddLayout(8), options, nullptr, faulty.get());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().code(), StatusCode::kDeadlineExceeded) << s.status().ToString();
+  {
+    // The NAA said why it dropped the host.
+    bool logged = false;
+    for (int i = 0; i < 100 && !logged; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(log_mu_);
+        for (const auto& l : server_log_) logged |= l.find("MRSP") != std::string::npos;
+      }
+      if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(logged);
+  }
+  auto healthy = MustOpen(VectorAddLayout(8));
+  ASSERT_NE(healthy, nullptr);
+  VectorAddOnce(*healthy, 11);
+}
+
+TEST_P(E2eTest, DelayedRepliesStillArrive) {
+  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
+    FaultAction a;
+    if (p.is_listener_side) {
+      a.kind = FaultAction::Kind::kDelay;
+      a.delay = std::chrono::milliseconds(20);
+    }
+    return a;
+  });
+  auto faulty = MakeTransport("emulated", faults);
+  TestKernels kernels;
+  auto server = NaaServer::Start(*faulty, address(), 0, kernels, server_options_);
+  ASSERT_TRUE(server.ok());
+  auto s = Open(VectorAddLayout(32), {}, server->get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  VectorAddOnce(**s, 12);
+  (*server)->Shutdown();
+}
+
+// --- Two processes ------------------------------------------------------------
+
+TEST_P(E2eTest, CallsBetweenTwoProcesses) {
+  if (!emulated()) GTEST_SKIP() << "fork() after verbs registrations is unsafe; the guest harness runs "
+                                 "the verbs NAA and client as two processes instead";
+  int to_parent[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The software NAA process: serves until the parent's SIGTERM.
+    close(to_parent[0]);
+    auto transport = NewEmulatedTransport();
+    TestKernels kernels;
+    ServerOptions quiet;
+    quiet.log = [](std::string_view) {};
+    auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels, quiet);
+    uint16_t port = server.ok() ? (*server)->port() : 0;
+    if (write(to_parent[1], &port, sizeof port) != sizeof port) _exit(2);
+    pause();  // until the parent's SIGTERM
+    _exit(0);
+  }
+  close(to_parent[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(read(to_parent[0], &port, sizeof port), ssize_t(sizeof port));
+  ASSERT_NE(port, 0);
+  ClientOptions options;
+  options.dialect = GetParam().dialect;
+  auto s = ClientSession::Open(*transport_, "127.0.0.1", port, VectorAddLayout(2048), options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 10; ++i) VectorAddOnce(**s, 100 + i);
+  (*s)->Close().IgnoreError();
+  kill(child, SIGTERM);
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  close(to_parent[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, E2eTest,
+    ::testing::Values(E2eParam{"emulated", Dialect::kSpec}, E2eParam{"emulated", Dialect::kReference},
+                      E2eParam{"verbs", Dialect::kSpec}, E2eParam{"verbs", Dialect::kReference}),
+    ParamName);
+
+}  // namespace
+}  // namespace naarpc
