@@ -1,0 +1,314 @@
+// call_bench: one naarpc call vs. payload size, side by side with a raw TCP
+// ping-pong of the same bytes, measured in the same run and with the same
+// CPU placement (the software NAA / echo server runs in a child process).
+//
+// naarpc call: one inout region of N bytes; the host writes N bytes, the
+// NAA's kernel leaves them as they are, the NAA writes N bytes back.
+// Raw TCP: the client sends N bytes, the server reads them and sends them
+// back. Both use TCP_NODELAY sockets on loopback.
+//
+//   bazel run //bench:call_bench -- [--placement=both|same|split]
+//       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/client_session.h"
+#include "runtime/naa_server.h"
+#include "runtime/transport_factory.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint8_t kIdentity = 1;
+
+class IdentityKernel : public naarpc::NaaHandler {
+ public:
+  uint8_t Handle(naarpc::NaaCall& call) override {
+    return call.params.size() == 1 ? naarpc::kNaaStatusSuccess
+                                   : naarpc::kNaaStatusBadRegionLayout;
+  }
+};
+
+void Pin(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof set, &set);
+}
+
+struct Stats {
+  double median_us = 0, min_us = 0, mean_us = 0;
+  size_t iterations = 0;
+};
+
+Stats Summarize(std::vector<double>& us) {
+  Stats s;
+  std::sort(us.begin(), us.end());
+  s.iterations = us.size();
+  s.median_us = us[us.size() / 2];
+  s.min_us = us.front();
+  double sum = 0;
+  for (double v : us) sum += v;
+  s.mean_us = sum / double(us.size());
+  return s;
+}
+
+size_t IterationsFor(size_t bytes) {
+  if (bytes <= 4096) return 4000;
+  if (bytes <= (1 << 20)) return 400;
+  return 12;
+}
+
+// Times `one()` for at least `min_time` and IterationsFor(bytes) runs.
+template <typename F>
+Stats Measure(size_t bytes, double min_time, F&& one) {
+  for (int i = 0; i < 3; ++i) one();  // warm-up
+  std::vector<double> us;
+  const auto start = Clock::now();
+  const size_t want = IterationsFor(bytes);
+  while (us.size() < want ||
+         std::chrono::duration<double>(Clock::now() - start).count() < min_time) {
+    const auto t0 = Clock::now();
+    if (!one()) break;
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (us.size() >= 100 * want) break;
+  }
+  if (us.empty()) us.push_back(0);
+  return Summarize(us);
+}
+
+// ---- raw TCP echo -----------------------------------------------------------
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+bool ReadAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+void TuneSocket(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// Child: echo server. Protocol: 8-byte size, then ping-pongs of that size.
+[[noreturn]] void RawEchoServer(int listen_fd, int cpu) {
+  Pin(cpu);
+  for (;;) {
+    int fd = accept(listen_fd, nullptr, nullptr);
+    if (fd < 0) _exit(1);
+    TuneSocket(fd);
+    uint64_t size = 0;
+    std::vector<char> buf;
+    while (ReadAll(fd, reinterpret_cast<char*>(&size), 8)) {
+      buf.resize(size);
+      while (ReadAll(fd, buf.data(), size)) {
+        if (!WriteAll(fd, buf.data(), size)) break;
+      }
+      break;
+    }
+    close(fd);
+  }
+}
+
+// ---- naarpc NAA --------------------------------------------------------------
+
+[[noreturn]] void NaaProcess(const std::string& transport_name, const std::string& address,
+                             int cpu, int port_pipe) {
+  Pin(cpu);
+  auto transport = naarpc::NewTransport(transport_name);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "NAA: %s\n", transport.status().ToString().c_str());
+    _exit(1);
+  }
+  IdentityKernel kernel;
+  auto server = naarpc::NaaServer::Start(**transport, address, 0, kernel);
+  if (!server.ok()) {
+    std::fprintf(stderr, "NAA: %s\n", server.status().ToString().c_str());
+    _exit(1);
+  }
+  uint16_t port = (*server)->port();
+  if (write(port_pipe, &port, sizeof port) != sizeof port) _exit(1);
+  pause();
+  _exit(0);
+}
+
+struct Row {
+  size_t bytes;
+  Stats naarpc, raw;
+};
+
+std::string Human(size_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%zu MiB", b >> 20);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%zu KiB", b >> 10);
+  else std::snprintf(buf, sizeof buf, "%zu B", b);
+  return buf;
+}
+
+int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
+                 const std::string& transport_name, const std::string& address,
+                 const std::vector<size_t>& sizes, double min_time) {
+  Pin(client_cpu);
+  // Raw TCP echo server.
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int reuse = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(lfd, 4) != 0) {
+    std::perror("raw listen");
+    return 1;
+  }
+  socklen_t sl = sizeof sa;
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &sl);
+  const pid_t raw_pid = fork();
+  if (raw_pid == 0) RawEchoServer(lfd, server_cpu);
+  close(lfd);
+
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return 1;
+  const pid_t naa_pid = fork();
+  if (naa_pid == 0) {
+    close(pipefd[0]);
+    NaaProcess(transport_name, address, server_cpu, pipefd[1]);
+  }
+  close(pipefd[1]);
+  uint16_t naa_port = 0;
+  if (read(pipefd[0], &naa_port, sizeof naa_port) != sizeof naa_port) {
+    std::fprintf(stderr, "NAA process failed to start\n");
+    kill(raw_pid, SIGKILL);
+    return 1;
+  }
+  close(pipefd[0]);
+
+  auto transport = naarpc::NewTransport(transport_name);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Row> rows;
+  int rc = 0;
+  for (size_t bytes : sizes) {
+    Row row{bytes, {}, {}};
+    // naarpc
+    auto session = naarpc::ClientSession::Open(
+        **transport, address, naa_port, {{"data", naarpc::Direction::kInOut, bytes}});
+    if (!session.ok()) {
+      std::fprintf(stderr, "open: %s\n", session.status().ToString().c_str());
+      rc = 1;
+      break;
+    }
+    std::memset((*session)->buffer(0).data(), 0x5a, bytes);
+    bool failed = false;
+    row.naarpc = Measure(bytes, min_time, [&] {
+      naarpc::Status s = (*session)->Call(kIdentity, naarpc::Deadline::After(std::chrono::seconds(60)));
+      if (!s.ok()) {
+        std::fprintf(stderr, "call: %s\n", s.ToString().c_str());
+        failed = true;
+      }
+      return s.ok();
+    });
+    (*session)->Close().IgnoreError();
+    if (failed) { rc = 1; break; }
+    // raw TCP
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      std::perror("raw connect");
+      rc = 1;
+      break;
+    }
+    TuneSocket(fd);
+    uint64_t size = bytes;
+    WriteAll(fd, reinterpret_cast<char*>(&size), 8);
+    std::vector<char> buf(bytes, 0x5a);
+    row.raw = Measure(bytes, min_time, [&] {
+      return WriteAll(fd, buf.data(), bytes) && ReadAll(fd, buf.data(), bytes);
+    });
+    close(fd);
+    rows.push_back(row);
+  }
+  kill(naa_pid, SIGKILL);
+  kill(raw_pid, SIGKILL);
+  waitpid(naa_pid, nullptr, 0);
+  waitpid(raw_pid, nullptr, 0);
+
+  std::printf("\n== %s: client CPU %d, server CPU %d, transport %s ==\n", label.c_str(),
+              client_cpu, server_cpu, transport_name.c_str());
+  std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us", "raw tcp us",
+              "ratio", "naarpc MB/s", "raw MB/s", "ratio");
+  std::printf("----------+-------------------------------------+-------------------------------------\n");
+  for (const Row& r : rows) {
+    // Bandwidth counts the bytes moved both ways per round trip.
+    const double nbw = 2.0 * double(r.bytes) / r.naarpc.median_us;
+    const double rbw = 2.0 * double(r.bytes) / r.raw.median_us;
+    std::printf("%-9s | %12.1f %12.1f %7.2f | %12.1f %12.1f %7.2f\n", Human(r.bytes).c_str(),
+                r.naarpc.median_us, r.raw.median_us, r.naarpc.median_us / r.raw.median_us, nbw,
+                rbw, nbw / rbw);
+  }
+  std::printf("(median round trip per call; latency ratio = naarpc/raw, lower is better;\n"
+              " bandwidth ratio = naarpc/raw, higher is better)\n");
+  std::fflush(stdout);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"naarpc call benchmark: naarpc vs. raw TCP ping-pong of the same bytes"};
+  std::string placement = "both";
+  std::string transport = "emulated";
+  std::string address = "127.0.0.1";
+  double min_time = 0.3;
+  std::vector<size_t> sizes = {64, 1024, 4096, 65536, 1 << 20, 16 << 20, 64 << 20};
+  app.add_option("--placement", placement, "same (both on CPU 0), split (CPU 0 / CPU 1), both")
+      ->check(CLI::IsMember({"same", "split", "both"}));
+  app.add_option("--transport", transport, "emulated or verbs")
+      ->check(CLI::IsMember({"emulated", "verbs", "auto"}));
+  app.add_option("--address", address, "address the NAA listens on");
+  app.add_option("--min-time", min_time, "minimum seconds per measurement")->check(CLI::PositiveNumber);
+  app.add_option("--sizes", sizes, "payload sizes in bytes");
+  CLI11_PARSE(app, argc, argv);
+
+  const int cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
+  int rc = 0;
+  if (placement == "same" || placement == "both") {
+    rc |= RunPlacement("same CPU", 0, 0, transport, address, sizes, min_time);
+  }
+  if (placement == "split" || placement == "both") {
+    if (cpus < 2) {
+      std::printf("split placement needs 2 CPUs; this machine has %d\n", cpus);
+    } else {
+      rc |= RunPlacement("split CPUs", 0, 1, transport, address, sizes, min_time);
+    }
+  }
+  return rc;
+}

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+set -euo pipefail
+out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 65536 --min-time 0.01)
+echo "$out"
+grep -q "naarpc us" <<<"$out"
+grep -qE "^64 B +\|" <<<"$out"
+grep -qE "^64 KiB +\|" <<<"$out"
