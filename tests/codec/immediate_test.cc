@@ -1,0 +1,143 @@
+// Request and status immediates (runtime/protocol.cc), both dialects.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "runtime/protocol.h"
+#include "tests/codec/golden.h"
+
+namespace naarpc {
+namespace {
+
+// The immediate as the transport puts it on the wire (network byte order).
+std::vector<uint8_t> Wire(uint32_t imm) {
+  std::vector<uint8_t> b(4);
+  PutBe32(b.data(), imm);
+  return b;
+}
+
+TEST(RequestImmediate, GoldenSpec) {
+  const uint32_t imm = EncodeRequestImmediate(Dialect::kSpec, 5);
+  EXPECT_EQ(imm, 0x00000005u);
+  EXPECT_EQ(Wire(imm), golden::kImmRequestSpec);
+  std::optional<RequestImmediate> r =
+      DecodeRequestImmediate(GetBe32(golden::kImmRequestSpec.data()));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->function_code, 5);
+  EXPECT_FALSE(r->host_to_naa_bit);
+  EXPECT_EQ(r->user_bits, 0u);
+}
+
+TEST(RequestImmediate, GoldenReference) {
+  const uint32_t imm = EncodeRequestImmediate(Dialect::kReference, 0x2A, 0x0A0B0C);
+  EXPECT_EQ(imm, 0x0A0B0CAAu);
+  EXPECT_EQ(Wire(imm), golden::kImmRequestReference);
+  std::optional<RequestImmediate> r =
+      DecodeRequestImmediate(GetBe32(golden::kImmRequestReference.data()));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->function_code, 0x2A);
+  EXPECT_TRUE(r->host_to_naa_bit);
+  EXPECT_EQ(r->user_bits, 0x0A0B0Cu);
+}
+
+TEST(RequestImmediate, AllFunctionCodesRoundTripInBothDialects) {
+  for (int code = kMinFunctionCode; code <= kMaxFunctionCode; ++code) {
+    const uint32_t spec = EncodeRequestImmediate(Dialect::kSpec, uint8_t(code));
+    EXPECT_EQ(spec, uint32_t(code));
+    std::optional<RequestImmediate> rs = DecodeRequestImmediate(spec);
+    ASSERT_TRUE(rs.has_value()) << code;
+    EXPECT_EQ(rs->function_code, code);
+    EXPECT_FALSE(rs->host_to_naa_bit);
+
+    const uint32_t user = uint32_t(code) * 0x010203u & 0xFFFFFFu;
+    const uint32_t ref = EncodeRequestImmediate(Dialect::kReference, uint8_t(code), user);
+    EXPECT_EQ(ref, uint32_t(code) | 0x80u | user << 8);
+    std::optional<RequestImmediate> rr = DecodeRequestImmediate(ref);
+    ASSERT_TRUE(rr.has_value()) << code;
+    EXPECT_EQ(rr->function_code, code);
+    EXPECT_TRUE(rr->host_to_naa_bit);
+    EXPECT_EQ(rr->user_bits, user);
+  }
+}
+
+TEST(RequestImmediate, UserBitsExtremes) {
+  const uint32_t imm = EncodeRequestImmediate(Dialect::kReference, 1, 0xFFFFFF);
+  EXPECT_EQ(imm, 0xFFFFFF81u);
+  ASSERT_TRUE(DecodeRequestImmediate(imm).has_value());
+  EXPECT_EQ(DecodeRequestImmediate(imm)->user_bits, 0xFFFFFFu);
+  // The spec dialect never sets bits above the function code.
+  EXPECT_EQ(EncodeRequestImmediate(Dialect::kSpec, 1, 0xFFFFFF), 1u);
+}
+
+TEST(RequestImmediate, FunctionCodeZeroRejected) {
+  EXPECT_FALSE(DecodeRequestImmediate(0x00000000).has_value());  // spec
+  EXPECT_FALSE(DecodeRequestImmediate(0x00000080).has_value());  // reference
+  EXPECT_FALSE(DecodeRequestImmediate(0x12345680).has_value());  // reference + user bits
+}
+
+TEST(RequestImmediate, SpecDialectCarriesNothingAboveBit7) {
+  // Bit 7 clear means spec dialect: any bit 8..31 set is rejected.
+  for (int bit = 8; bit < 32; ++bit) {
+    EXPECT_FALSE(DecodeRequestImmediate(5u | (1u << bit)).has_value()) << bit;
+  }
+}
+
+TEST(RequestImmediate, CodesAbove127AreNotRepresentable) {
+  // A function code > 127 would set bit 7, which marks the reference dialect:
+  // decoding never yields a code outside 1..127, and 0x80 (code 128 read as a
+  // spec value) is rejected as reference-dialect code 0.
+  EXPECT_FALSE(DecodeRequestImmediate(128).has_value());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t imm = rng();
+    std::optional<RequestImmediate> r = DecodeRequestImmediate(imm);
+    if (!r) continue;
+    EXPECT_GE(r->function_code, kMinFunctionCode);
+    EXPECT_LE(r->function_code, kMaxFunctionCode);
+    EXPECT_LT(r->user_bits, 1u << 24);
+    // A decodable immediate re-encodes to itself.
+    EXPECT_EQ(EncodeRequestImmediate(r->host_to_naa_bit ? Dialect::kReference
+                                                        : Dialect::kSpec,
+                                     r->function_code, r->user_bits),
+              imm);
+  }
+}
+
+TEST(StatusImmediate, GoldenAndEncoding) {
+  EXPECT_EQ(EncodeStatusImmediate(kNaaStatusSuccess), 0u);
+  EXPECT_EQ(Wire(EncodeStatusImmediate(0x11)), golden::kImmStatusNaarpc);
+  EXPECT_EQ(DecodeStatusImmediate(GetBe32(golden::kImmStatusNaarpc.data())), 0x11);
+  EXPECT_EQ(DecodeStatusImmediate(GetBe32(golden::kImmStatusBits8To15.data())), 0x11);
+}
+
+TEST(StatusImmediate, BothConventionsForEveryStatus) {
+  for (int s = 0; s <= 0xFF; ++s) {
+    EXPECT_EQ(EncodeStatusImmediate(uint8_t(s)), uint32_t(s));
+    EXPECT_EQ(DecodeStatusImmediate(EncodeStatusImmediate(uint8_t(s))), s);
+    EXPECT_EQ(DecodeStatusImmediate(uint32_t(s) << 8), s);  // bits 8..15
+  }
+}
+
+TEST(StatusImmediate, LowByteWinsAndHighBitsIgnored) {
+  EXPECT_EQ(DecodeStatusImmediate(0x00000000), kNaaStatusSuccess);
+  EXPECT_EQ(DecodeStatusImmediate(0x00001105), 0x05);  // low byte non-zero wins
+  EXPECT_EQ(DecodeStatusImmediate(0xFFFF0000), kNaaStatusSuccess);
+  EXPECT_EQ(DecodeStatusImmediate(0xFFFF0200), kNaaStatusKernelTimeout);
+}
+
+TEST(StatusNames, KnownCodes) {
+  EXPECT_EQ(NaaStatusName(0x00), "success");
+  EXPECT_EQ(NaaStatusName(0x03), "unknown function code");
+  EXPECT_EQ(NaaStatusName(0x10), "application error");
+  EXPECT_EQ(NaaStatusName(0x7f), "application error");
+  EXPECT_EQ(NaaStatusName(0x0f), "reserved status");
+  EXPECT_EQ(NaaStatusName(0x80), "reserved status");
+  EXPECT_EQ(MrspErrorName(0x03), "too many regions");
+  EXPECT_EQ(MrspErrorName(0x00), "unknown MRSP error");
+}
+
+}  // namespace
+}  // namespace naarpc
