@@ -4,6 +4,7 @@
 #define NAARPC_RUNTIME_TRANSPORT_IMPL_VERBS_VERBS_TRANSPORT_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -13,7 +14,8 @@ namespace naarpc {
 
 struct VerbsOptions {
   // Busy-poll the CQ for up to this long before sleeping on the completion
-  // channel (bounded spin for latency; 0 = always event-driven).
+  // channel (bounded spin for latency; 0 = always event-driven). Only spins
+  // while work is outstanding on the connection.
   std::chrono::microseconds poll_spin{50};
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
@@ -21,6 +23,9 @@ struct VerbsOptions {
   // Connect retries when the server is not yet listening (REJECTED).
   int connect_retries = 20;
   std::chrono::milliseconds connect_retry_delay{100};
+  // IB-encoded RNR NAK timer this side asks a sender to wait when no receive
+  // is posted (12 = 0.64 ms, 0 = 655 ms); applied after establishment.
+  uint8_t min_rnr_timer = 12;
 };
 
 // True if at least one RDMA device is visible to libibverbs.
@@ -29,6 +34,11 @@ bool RdmaDeviceAvailable();
 // Fails with kNotFound and a message suggesting the emulated transport when
 // there is no RDMA device.
 Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options = {});
+
+// The first local IPv4 address (not loopback) that rdma_cm can bind to an
+// RDMA device, e.g. the address of the netdev under a Soft-RoCE device.
+// For tests and tools that need an address to listen/connect on.
+Result<std::string> FindRdmaIpv4Address();
 
 }  // namespace naarpc
 

@@ -1,0 +1,847 @@
+// Verbs backend: rdma_cm (RDMA_PS_TCP) + RC QPs. One event channel, PD,
+// completion channel, CQ and QP per connection, all owned by a shared Core
+// that memory regions keep alive (a PD cannot be freed under live MRs).
+#include "runtime/transport_impl/verbs/verbs_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace naarpc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// NAAICE reference library connection parameters.
+constexpr uint8_t kRetryCount = 7;
+constexpr uint8_t kRnrRetryCount = 6;
+constexpr uint8_t kInitiatorDepth = 1;
+constexpr uint8_t kResponderResources = 1;
+// CM address/route resolution timeout per step.
+constexpr int kResolveTimeoutMs = 2000;
+// How long a broken connection waits for flush completions of outstanding
+// work before reporting kDisconnected.
+constexpr auto kFlushGrace = std::chrono::seconds(2);
+// Internal wr_id layout: top bit marks receives, the rest is a sequence.
+constexpr uint64_t kRecvBit = 1ull << 63;
+
+std::string ErrnoText(std::string_view what, int err) {
+  return std::string(what) + ": " + std::strerror(err);
+}
+
+// ---------------------------------------------------------------- RAII --
+
+struct EventChannelDeleter {
+  void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
+};
+struct CmIdDeleter {
+  void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
+};
+struct PdDeleter {
+  void operator()(ibv_pd* pd) const { ibv_dealloc_pd(pd); }
+};
+struct CompChannelDeleter {
+  void operator()(ibv_comp_channel* c) const { ibv_destroy_comp_channel(c); }
+};
+struct CqDeleter {
+  void operator()(ibv_cq* cq) const { ibv_destroy_cq(cq); }
+};
+struct MrDeleter {
+  void operator()(ibv_mr* mr) const { ibv_dereg_mr(mr); }
+};
+struct CmEventAcker {
+  void operator()(rdma_cm_event* e) const { rdma_ack_cm_event(e); }
+};
+
+using EventChannelPtr = std::unique_ptr<rdma_event_channel, EventChannelDeleter>;
+using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
+using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
+using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
+using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventAcker>;
+
+// The QP of a cm_id (rdma_create_qp/rdma_destroy_qp).
+class QpHolder {
+ public:
+  QpHolder() = default;
+  QpHolder(const QpHolder&) = delete;
+  QpHolder& operator=(const QpHolder&) = delete;
+  ~QpHolder() { Reset(); }
+  void Reset() {
+    if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+    id_ = nullptr;
+  }
+  void Attach(rdma_cm_id* id) { id_ = id; }  // after rdma_create_qp(id)
+  ibv_qp* get() const { return id_ != nullptr ? id_->qp : nullptr; }
+
+ private:
+  rdma_cm_id* id_ = nullptr;
+};
+
+// An eventfd, used to wake a blocked Accept.
+class EventFd {
+ public:
+  EventFd() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+  ~EventFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int fd() const { return fd_; }
+  void Signal() const {
+    uint64_t one = 1;
+    ssize_t n = write(fd_, &one, sizeof(one));
+    (void)n;
+  }
+
+ private:
+  int fd_;
+};
+
+bool SetNonBlocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+std::string SockaddrToString(const sockaddr* sa) {
+  if (sa == nullptr) return "?";
+  char buf[INET6_ADDRSTRLEN] = {};
+  uint16_t port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+    port = ntohs(in->sin_port);
+    return std::string(buf) + ":" + std::to_string(port);
+  }
+  if (sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+    port = ntohs(in6->sin6_port);
+    return "[" + std::string(buf) + "]:" + std::to_string(port);
+  }
+  return "?";
+}
+
+// Resolves host (empty = any) to a socket address with `port`.
+Result<sockaddr_storage> ResolveHost(const std::string& host, uint16_t port,
+                                     bool passive) {
+  sockaddr_storage ss{};
+  if (host.empty() || host == "0.0.0.0" || host == "*") {
+    auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_ANY);
+    in->sin_port = htons(port);
+    return ss;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return UnavailableError("cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (ss.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
+  } else if (ss.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
+  } else {
+    return UnavailableError("unsupported address family for '" + host + "'");
+  }
+  return ss;
+}
+
+// Waits for the next CM event on `channel` (its fd is non-blocking), up to
+// `deadline`; `wake_fd` (if >= 0) aborts the wait with kUnavailable.
+Result<CmEventPtr> NextCmEvent(rdma_event_channel* channel, Deadline deadline,
+                               int wake_fd = -1,
+                               std::atomic<bool>* shutdown = nullptr) {
+  for (;;) {
+    if (shutdown != nullptr && shutdown->load()) {
+      return UnavailableError("listener shut down");
+    }
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(channel, &ev) == 0) return CmEventPtr(ev);
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return InternalError(ErrnoText("rdma_get_cm_event", errno));
+    }
+    pollfd fds[2] = {{channel->fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int n = poll(fds, wake_fd >= 0 ? 2 : 1, deadline.PollTimeoutMs());
+    if (n < 0 && errno != EINTR) return InternalError(ErrnoText("poll", errno));
+    if (n == 0 && deadline.expired()) {
+      return DeadlineExceededError("timed out waiting for a connection event");
+    }
+    if (wake_fd >= 0 && (fds[1].revents & POLLIN)) {
+      return UnavailableError("listener shut down");
+    }
+  }
+}
+
+std::string CmEventText(const rdma_cm_event* ev) {
+  std::string s = rdma_event_str(ev->event);
+  if (ev->status != 0) s += " (status " + std::to_string(ev->status) + ")";
+  return s;
+}
+
+// Maps an unexpected CM event during connection set-up to a Status.
+Status CmEventError(const rdma_cm_event* ev, std::string_view stage) {
+  std::string msg = std::string(stage) + ": " + CmEventText(ev);
+  switch (ev->event) {
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return UnavailableError(msg + " (peer unreachable)");
+    case RDMA_CM_EVENT_REJECTED:
+      return UnavailableError(msg + " (connection rejected: no listener?)");
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return DisconnectedError(msg);
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return UnavailableError(msg + " (RDMA device removed)");
+    default:
+      return InternalError(msg + " (unexpected event)");
+  }
+}
+
+CompletionStatus MapWcStatus(ibv_wc_status s) {
+  switch (s) {
+    case IBV_WC_SUCCESS: return CompletionStatus::kSuccess;
+    case IBV_WC_LOC_LEN_ERR: return CompletionStatus::kLocalLengthError;
+    case IBV_WC_LOC_PROT_ERR: return CompletionStatus::kLocalProtectionError;
+    case IBV_WC_REM_ACCESS_ERR: return CompletionStatus::kRemoteAccessError;
+    case IBV_WC_REM_INV_REQ_ERR: return CompletionStatus::kRemoteInvalidRequest;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return CompletionStatus::kRnrRetryExceeded;
+    case IBV_WC_RETRY_EXC_ERR: return CompletionStatus::kRetryExceeded;
+    case IBV_WC_WR_FLUSH_ERR: return CompletionStatus::kFlushed;
+    default: return CompletionStatus::kGeneralError;
+  }
+}
+
+// --------------------------------------------------------------- Core --
+
+// All verbs/CM objects of one connection. Members are destroyed in reverse
+// order: QP, CQ, completion channel, PD, cm_id, event channel.
+struct Core {
+  EventChannelPtr channel;
+  CmIdPtr id;
+  PdPtr pd;
+  CompChannelPtr comp_channel;
+  CqPtr cq;
+  QpHolder qp;
+  uint32_t max_inline = 0;
+
+  // Creates PD, completion channel, CQ and QP on `id` (address resolved).
+  Status CreateResources(const VerbsOptions& opt) {
+    if (id->verbs == nullptr) return InternalError("cm_id has no device context");
+    pd.reset(ibv_alloc_pd(id->verbs));
+    if (!pd) return ResourceExhaustedError(ErrnoText("ibv_alloc_pd", errno));
+    comp_channel.reset(ibv_create_comp_channel(id->verbs));
+    if (!comp_channel) {
+      return ResourceExhaustedError(ErrnoText("ibv_create_comp_channel", errno));
+    }
+    if (!SetNonBlocking(comp_channel->fd)) {
+      return InternalError(ErrnoText("fcntl(comp channel)", errno));
+    }
+    int cqe = static_cast<int>(opt.max_send_wr + opt.max_recv_wr);
+    cq.reset(ibv_create_cq(id->verbs, cqe, nullptr, comp_channel.get(), 0));
+    if (!cq) return ResourceExhaustedError(ErrnoText("ibv_create_cq", errno));
+    for (uint32_t inline_req : {opt.max_inline_data, 0u}) {
+      ibv_qp_init_attr attr{};
+      attr.send_cq = cq.get();
+      attr.recv_cq = cq.get();
+      attr.qp_type = IBV_QPT_RC;
+      attr.sq_sig_all = 0;
+      attr.cap.max_send_wr = opt.max_send_wr;
+      attr.cap.max_recv_wr = opt.max_recv_wr;
+      attr.cap.max_send_sge = 1;
+      attr.cap.max_recv_sge = 1;
+      attr.cap.max_inline_data = inline_req;
+      if (rdma_create_qp(id.get(), pd.get(), &attr) == 0) {
+        qp.Attach(id.get());
+        max_inline = attr.cap.max_inline_data;
+        return Status::Ok();
+      }
+      if (inline_req == 0) break;
+    }
+    return ResourceExhaustedError(ErrnoText("rdma_create_qp", errno));
+  }
+
+  // Applies the RNR timer (RTS -> RTS); best effort.
+  void SetMinRnrTimer(uint8_t timer) {
+    if (qp.get() == nullptr) return;
+    ibv_qp_attr attr{};
+    attr.min_rnr_timer = timer;
+    (void)ibv_modify_qp(qp.get(), &attr, IBV_QP_MIN_RNR_TIMER);
+  }
+};
+
+// --------------------------------------------------------- MemoryRegion --
+
+class VerbsMemoryRegion final : public MemoryRegion {
+ public:
+  VerbsMemoryRegion(std::shared_ptr<Core> core, MrPtr mr)
+      : core_(std::move(core)), mr_(std::move(mr)) {}
+  ~VerbsMemoryRegion() override { mr_.reset(); }  // before the PD (core_)
+  void* addr() const override { return mr_->addr; }
+  size_t length() const override { return mr_->length; }
+  uint32_t lkey() const override { return mr_->lkey; }
+  uint32_t rkey() const override { return mr_->rkey; }
+
+ private:
+  std::shared_ptr<Core> core_;
+  MrPtr mr_;
+};
+
+// ----------------------------------------------------------- Connection --
+
+class VerbsConnection final : public Connection {
+ public:
+  VerbsConnection(std::shared_ptr<Core> core, const VerbsOptions& opt)
+      : core_(std::move(core)), opt_(opt) {
+    peer_ = SockaddrToString(rdma_get_peer_addr(core_->id.get()));
+    core_->SetMinRnrTimer(opt_.min_rnr_timer);
+  }
+
+  ~VerbsConnection() override { Disconnect().IgnoreError(); }
+
+  Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                       uint32_t access) override {
+    if (addr == nullptr || length == 0) {
+      return InvalidArgumentError("RegisterMemory: empty region");
+    }
+    constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    if ((access & ~kKnown) != 0) {
+      return InvalidArgumentError("RegisterMemory: unknown access flags");
+    }
+    // Same values as IBV_ACCESS_*; registered exactly as requested.
+    static_assert(uint32_t{kAccessLocalWrite} == uint32_t{IBV_ACCESS_LOCAL_WRITE});
+    static_assert(uint32_t{kAccessRemoteWrite} == uint32_t{IBV_ACCESS_REMOTE_WRITE});
+    static_assert(uint32_t{kAccessRemoteRead} == uint32_t{IBV_ACCESS_REMOTE_READ});
+    MrPtr mr(ibv_reg_mr(core_->pd.get(), addr, length, static_cast<int>(access)));
+    if (!mr) {
+      int err = errno;
+      std::string msg = ErrnoText("ibv_reg_mr(" + std::to_string(length) + " bytes)", err);
+      if (err == EINVAL && (access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
+        return InvalidArgumentError(msg + ": remote write requires local write");
+      }
+      if (err == ENOMEM || err == EPERM) {
+        return ResourceExhaustedError(msg + " (check `ulimit -l`)");
+      }
+      return InvalidArgumentError(msg);
+    }
+    return std::unique_ptr<MemoryRegion>(
+        std::make_unique<VerbsMemoryRegion>(core_, std::move(mr)));
+  }
+
+  Status PostSend(std::span<const SendRequest> requests) override {
+    if (requests.empty()) return Status::Ok();
+    if (down_) return DisconnectedError("PostSend: " + DownReason());
+    std::vector<ibv_send_wr> wrs(requests.size());
+    std::vector<ibv_sge> sges(requests.size());
+    uint64_t seq = next_send_seq_;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const SendRequest& r = requests[i];
+      ibv_send_wr& wr = wrs[i];
+      wr = {};
+      switch (r.opcode) {
+        case WorkOpcode::kSend: wr.opcode = IBV_WR_SEND; break;
+        case WorkOpcode::kRdmaWrite: wr.opcode = IBV_WR_RDMA_WRITE; break;
+        case WorkOpcode::kRdmaWriteWithImm:
+          wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+          wr.imm_data = htonl(r.imm_data);
+          break;
+        default:
+          return InvalidArgumentError("PostSend: opcode must be SEND or RDMA WRITE[_WITH_IMM]");
+      }
+      if (r.opcode != WorkOpcode::kSend) {
+        wr.wr.rdma.remote_addr = r.remote_addr;
+        wr.wr.rdma.rkey = r.rkey;
+      }
+      wr.wr_id = seq + i;
+      if (r.local.length > 0) {
+        sges[i] = {r.local.addr, r.local.length, r.local.lkey};
+        wr.sg_list = &sges[i];
+        wr.num_sge = 1;
+        if (r.local.length <= core_->max_inline) wr.send_flags |= IBV_SEND_INLINE;
+      }
+      if (r.signaled) wr.send_flags |= IBV_SEND_SIGNALED;
+      wr.next = i + 1 < requests.size() ? &wrs[i + 1] : nullptr;
+    }
+    ibv_send_wr* bad = nullptr;
+    int rc = ibv_post_send(core_->qp.get(), wrs.data(), &bad);
+    size_t posted = rc == 0 ? requests.size() : static_cast<size_t>(bad - wrs.data());
+    for (size_t i = 0; i < posted; ++i) {
+      sends_.push_back({seq + i, requests[i].wr_id, requests[i].opcode, requests[i].signaled});
+      if (requests[i].signaled) ++signaled_pending_;
+    }
+    next_send_seq_ += posted;
+    if (rc != 0) {
+      std::string msg = ErrnoText("ibv_post_send", rc) + " (posted " +
+                        std::to_string(posted) + " of " +
+                        std::to_string(requests.size()) + ")";
+      if (rc == ENOMEM) return ResourceExhaustedError(msg + ": send queue full");
+      return InvalidArgumentError(msg);
+    }
+    return Status::Ok();
+  }
+
+  Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override {
+    if (down_) return DisconnectedError("PostRecv: " + DownReason());
+    ibv_sge sge{buffer.addr, buffer.length, buffer.lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = kRecvBit | next_recv_seq_;
+    if (buffer.length > 0) {
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+    }
+    ibv_recv_wr* bad = nullptr;
+    int rc = ibv_post_recv(core_->qp.get(), &wr, &bad);
+    if (rc != 0) {
+      std::string msg = ErrnoText("ibv_post_recv", rc);
+      if (rc == ENOMEM) return ResourceExhaustedError(msg + ": receive queue full");
+      return InvalidArgumentError(msg);
+    }
+    recvs_.push_back({next_recv_seq_++, wr_id});
+    return Status::Ok();
+  }
+
+  Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
+    if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");
+    // Bounded spin, only while work is outstanding.
+    if (opt_.poll_spin.count() > 0 && Outstanding()) {
+      auto spin_end = Deadline::Earlier(Deadline::After(opt_.poll_spin), deadline);
+      do {
+        NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
+        if (n > 0) return n;
+      } while (!spin_end.expired());
+    }
+    for (;;) {
+      NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
+      if (n > 0) return n;
+      HandleCmEvents();
+      Deadline wait = deadline;
+      if (down_) {
+        if (!Outstanding() || flush_deadline_.expired()) {
+          return DisconnectedError(DownReason());
+        }
+        wait = Deadline::Earlier(deadline, flush_deadline_);
+      }
+      if (!armed_) {
+        // Arm, then poll again before sleeping (no lost wake-up).
+        if (int rc = ibv_req_notify_cq(core_->cq.get(), 0); rc != 0) {
+          return InternalError(ErrnoText("ibv_req_notify_cq", rc));
+        }
+        armed_ = true;
+        continue;
+      }
+      if (deadline.expired()) return size_t{0};
+      pollfd fds[2] = {{core_->comp_channel->fd, POLLIN, 0},
+                       {core_->channel->fd, POLLIN, 0}};
+      int rc = poll(fds, 2, wait.PollTimeoutMs());
+      if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("poll", errno));
+      if (fds[0].revents & POLLIN) {
+        ibv_cq* ev_cq = nullptr;
+        void* ev_ctx = nullptr;
+        if (ibv_get_cq_event(core_->comp_channel.get(), &ev_cq, &ev_ctx) == 0) {
+          ibv_ack_cq_events(ev_cq, 1);
+          armed_ = false;
+        }
+      }
+      if (rc == 0 && deadline.expired()) {
+        NAARPC_ASSIGN_OR_RETURN(size_t last, DrainCq(out));
+        return last;
+      }
+    }
+  }
+
+  uint32_t max_inline_data() const override { return core_->max_inline; }
+
+  Status Disconnect() override {
+    if (!local_disconnected_) {
+      local_disconnected_ = true;
+      // Moves the QP to ERR (flushing outstanding work) and sends DREQ.
+      if (!peer_gone_) rdma_disconnect(core_->id.get());
+      MarkDown("connection closed locally");
+    }
+    return Status::Ok();
+  }
+
+  std::string peer_name() const override { return peer_; }
+
+ private:
+  struct SendEntry {
+    uint64_t seq;
+    uint64_t user_wr_id;
+    WorkOpcode opcode;
+    bool signaled;
+  };
+  struct RecvEntry {
+    uint64_t seq;
+    uint64_t user_wr_id;
+  };
+
+  bool Outstanding() const { return signaled_pending_ > 0 || !recvs_.empty(); }
+
+  std::string DownReason() const {
+    return "connection to " + peer_ + " is down: " + down_reason_;
+  }
+
+  void MarkDown(std::string reason) {
+    if (down_) return;
+    down_ = true;
+    down_reason_ = std::move(reason);
+    flush_deadline_ = Deadline::After(kFlushGrace);
+  }
+
+  // Drains pending CM events without blocking.
+  void HandleCmEvents() {
+    for (;;) {
+      rdma_cm_event* raw = nullptr;
+      if (rdma_get_cm_event(core_->channel.get(), &raw) != 0) return;
+      CmEventPtr ev(raw);
+      switch (ev->event) {
+        case RDMA_CM_EVENT_DISCONNECTED:
+        case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+          if (!local_disconnected_ && !peer_gone_) {
+            peer_gone_ = true;
+            // Completes the DREQ/DREP exchange and moves the QP to ERR so
+            // outstanding work is flushed.
+            rdma_disconnect(core_->id.get());
+          }
+          MarkDown(ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL
+                       ? "RDMA device removed"
+                       : "peer disconnected (" + CmEventText(ev.get()) + ")");
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  // Polls the CQ once and converts up to out.size() completions.
+  Result<size_t> DrainCq(std::span<Completion> out) {
+    constexpr size_t kBatch = 16;
+    ibv_wc wcs[kBatch];
+    int want = static_cast<int>(std::min(out.size(), kBatch));
+    int n = ibv_poll_cq(core_->cq.get(), want, wcs);
+    if (n < 0) return InternalError("ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) out[i] = Convert(wcs[i]);
+    return static_cast<size_t>(n);
+  }
+
+  Completion Convert(const ibv_wc& wc) {
+    Completion c;
+    c.status = MapWcStatus(wc.status);
+    c.vendor_err = wc.vendor_err;
+    if (wc.wr_id & kRecvBit) {
+      uint64_t seq = wc.wr_id & ~kRecvBit;
+      // Receives complete in posting order.
+      while (!recvs_.empty() && recvs_.front().seq < seq) recvs_.pop_front();
+      if (!recvs_.empty() && recvs_.front().seq == seq) {
+        c.wr_id = recvs_.front().user_wr_id;
+        recvs_.pop_front();
+      }
+      c.opcode = WorkOpcode::kRecv;
+      if (wc.status == IBV_WC_SUCCESS) {
+        c.byte_len = wc.byte_len;
+        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) c.opcode = WorkOpcode::kRecvRdmaWithImm;
+        if (wc.wc_flags & IBV_WC_WITH_IMM) {
+          c.has_imm = true;
+          c.imm_data = ntohl(wc.imm_data);
+        }
+      }
+      return c;
+    }
+    // Sends complete in order: earlier unsignaled ones finished silently.
+    uint64_t seq = wc.wr_id;
+    while (!sends_.empty() && sends_.front().seq < seq) sends_.pop_front();
+    if (!sends_.empty() && sends_.front().seq == seq) {
+      const SendEntry& e = sends_.front();
+      c.wr_id = e.user_wr_id;
+      c.opcode = e.opcode;
+      if (e.signaled && signaled_pending_ > 0) --signaled_pending_;
+      sends_.pop_front();
+    }
+    return c;
+  }
+
+  std::shared_ptr<Core> core_;
+  VerbsOptions opt_;
+  std::string peer_;
+  std::deque<SendEntry> sends_;
+  std::deque<RecvEntry> recvs_;
+  uint64_t next_send_seq_ = 0;
+  uint64_t next_recv_seq_ = 0;
+  size_t signaled_pending_ = 0;
+  bool armed_ = false;
+  bool down_ = false;
+  bool peer_gone_ = false;
+  bool local_disconnected_ = false;
+  std::string down_reason_;
+  Deadline flush_deadline_ = Deadline::Infinite();
+};
+
+rdma_conn_param ConnParam() {
+  rdma_conn_param p{};
+  p.responder_resources = kResponderResources;
+  p.initiator_depth = kInitiatorDepth;
+  p.retry_count = kRetryCount;
+  p.rnr_retry_count = kRnrRetryCount;
+  return p;  // no private data
+}
+
+// Creates a non-blocking event channel.
+Result<EventChannelPtr> NewEventChannel() {
+  EventChannelPtr ch(rdma_create_event_channel());
+  if (!ch) {
+    return UnavailableError(ErrnoText("rdma_create_event_channel", errno) +
+                            " (no RDMA device / rdma_ucm module?)");
+  }
+  if (!SetNonBlocking(ch->fd)) return InternalError(ErrnoText("fcntl", errno));
+  return ch;
+}
+
+// Waits for `expected` on `channel`; other events become errors.
+Status ExpectCmEvent(rdma_event_channel* channel, rdma_cm_event_type expected,
+                     Deadline deadline, std::string_view stage) {
+  NAARPC_ASSIGN_OR_RETURN(CmEventPtr ev, NextCmEvent(channel, deadline));
+  if (ev->event == expected && ev->status == 0) return Status::Ok();
+  return CmEventError(ev.get(), stage);
+}
+
+int StepTimeoutMs(Deadline deadline) {
+  int ms = deadline.PollTimeoutMs();
+  return (ms < 0 || ms > kResolveTimeoutMs) ? kResolveTimeoutMs : (ms == 0 ? 1 : ms);
+}
+
+// ------------------------------------------------------------- Listener --
+
+class VerbsListener final : public Listener {
+ public:
+  VerbsListener(EventChannelPtr channel, CmIdPtr id, const VerbsOptions& opt)
+      : channel_(std::move(channel)), id_(std::move(id)), opt_(opt) {
+    port_ = ntohs(rdma_get_src_port(id_.get()));
+  }
+
+  Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
+    for (;;) {
+      NAARPC_ASSIGN_OR_RETURN(
+          CmEventPtr ev, NextCmEvent(channel_.get(), deadline, wake_.fd(), &shutdown_));
+      if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+        return UnavailableError("listener: RDMA device removed");
+      }
+      if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
+      // The new cm_id is ours; ack the event, then move the id to its own
+      // channel (rdma_migrate_id waits for acks on the old one).
+      auto core = std::make_shared<Core>();
+      rdma_cm_id* raw_id = ev->id;
+      ev.reset();
+      auto ch = NewEventChannel();
+      if (!ch.ok()) {
+        rdma_reject(raw_id, nullptr, 0);
+        rdma_destroy_id(raw_id);
+        return ch.status();
+      }
+      core->channel = std::move(*ch);
+      core->id.reset(raw_id);
+      if (rdma_migrate_id(raw_id, core->channel.get()) != 0) {
+        rdma_reject(raw_id, nullptr, 0);
+        return InternalError(ErrnoText("rdma_migrate_id", errno));
+      }
+      if (Status s = core->CreateResources(opt_); !s.ok()) {
+        rdma_reject(raw_id, nullptr, 0);
+        return s.WithContext("accept");
+      }
+      rdma_conn_param param = ConnParam();
+      if (rdma_accept(raw_id, &param) != 0) {
+        int err = errno;
+        if (deadline.expired()) return InternalError(ErrnoText("rdma_accept", err));
+        continue;  // the client went away; wait for the next one
+      }
+      // Bounded so a vanished client cannot wedge Accept forever.
+      Deadline est = Deadline::Earlier(deadline, Deadline::After(std::chrono::seconds(10)));
+      Status s = ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ESTABLISHED, est,
+                               "accept");
+      if (s.ok()) {
+        return std::unique_ptr<Connection>(
+            std::make_unique<VerbsConnection>(std::move(core), opt_));
+      }
+      if (deadline.expired()) return s;
+      // Half-open connection failed; keep accepting.
+    }
+  }
+
+  uint16_t port() const override { return port_; }
+
+  void Shutdown() override {
+    shutdown_.store(true);
+    wake_.Signal();
+  }
+
+ private:
+  EventChannelPtr channel_;
+  CmIdPtr id_;  // destroyed before channel_
+  VerbsOptions opt_;
+  uint16_t port_ = 0;
+  EventFd wake_;
+  std::atomic<bool> shutdown_{false};
+};
+
+// ------------------------------------------------------------ Transport --
+
+class VerbsTransport final : public Transport {
+ public:
+  explicit VerbsTransport(VerbsOptions opt) : opt_(opt) {}
+
+  std::string_view name() const override { return "verbs"; }
+
+  Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
+                                              Deadline deadline) override {
+    NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
+    std::string target = host + ":" + std::to_string(port);
+    for (int attempt = 0;; ++attempt) {
+      bool rejected = false;
+      auto conn = TryConnect(dst, deadline, &rejected);
+      if (conn.ok()) return conn;
+      bool retry = rejected && attempt < opt_.connect_retries && !deadline.expired();
+      if (!retry) {
+        std::string extra = rejected ? " after " + std::to_string(attempt + 1) + " attempt(s)" : "";
+        return Status(conn.status().code(), "verbs connect to " + target + extra + ": " +
+                                                conn.status().message());
+      }
+      auto delay = std::min<Clock::duration>(opt_.connect_retry_delay,
+                                             deadline.when() - Clock::now());
+      if (delay > Clock::duration::zero()) std::this_thread::sleep_for(delay);
+    }
+  }
+
+  Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
+    NAARPC_ASSIGN_OR_RETURN(sockaddr_storage addr, ResolveHost(host, port, true));
+    NAARPC_ASSIGN_OR_RETURN(EventChannelPtr ch, NewEventChannel());
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {
+      return InternalError(ErrnoText("rdma_create_id", errno));
+    }
+    CmIdPtr id(raw);
+    std::string where = (host.empty() ? "*" : host) + ":" + std::to_string(port);
+    if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0) {
+      return UnavailableError(ErrnoText("rdma_bind_addr(" + where + ")", errno));
+    }
+    if (rdma_listen(id.get(), 16) != 0) {
+      return UnavailableError(ErrnoText("rdma_listen(" + where + ")", errno));
+    }
+    return std::unique_ptr<Listener>(
+        std::make_unique<VerbsListener>(std::move(ch), std::move(id), opt_));
+  }
+
+ private:
+  Result<std::unique_ptr<Connection>> TryConnect(const sockaddr_storage& dst,
+                                                 Deadline deadline, bool* rejected) {
+    auto core = std::make_shared<Core>();
+    NAARPC_ASSIGN_OR_RETURN(core->channel, NewEventChannel());
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(core->channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {
+      return InternalError(ErrnoText("rdma_create_id", errno));
+    }
+    core->id.reset(raw);
+    sockaddr_storage dst_copy = dst;
+    if (rdma_resolve_addr(raw, nullptr, reinterpret_cast<sockaddr*>(&dst_copy),
+                          StepTimeoutMs(deadline)) != 0) {
+      return UnavailableError(ErrnoText("rdma_resolve_addr", errno));
+    }
+    NAARPC_RETURN_IF_ERROR(ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED,
+                                         deadline, "resolve address"));
+    if (rdma_resolve_route(raw, StepTimeoutMs(deadline)) != 0) {
+      return UnavailableError(ErrnoText("rdma_resolve_route", errno));
+    }
+    NAARPC_RETURN_IF_ERROR(ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED,
+                                         deadline, "resolve route"));
+    NAARPC_RETURN_IF_ERROR(core->CreateResources(opt_));
+    rdma_conn_param param = ConnParam();
+    if (rdma_connect(raw, &param) != 0) {
+      return UnavailableError(ErrnoText("rdma_connect", errno));
+    }
+    NAARPC_ASSIGN_OR_RETURN(CmEventPtr ev, NextCmEvent(core->channel.get(), deadline));
+    if (ev->event != RDMA_CM_EVENT_ESTABLISHED || ev->status != 0) {
+      *rejected = ev->event == RDMA_CM_EVENT_REJECTED;
+      return CmEventError(ev.get(), "connect");
+    }
+    ev.reset();
+    return std::unique_ptr<Connection>(
+        std::make_unique<VerbsConnection>(std::move(core), opt_));
+  }
+
+  VerbsOptions opt_;
+};
+
+}  // namespace
+
+bool RdmaDeviceAvailable() {
+  int num = 0;
+  ibv_device** list = ibv_get_device_list(&num);
+  if (list == nullptr) return false;
+  ibv_free_device_list(list);
+  return num > 0;
+}
+
+Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options) {
+  if (!RdmaDeviceAvailable()) {
+    return NotFoundError(
+        "no RDMA device found (libibverbs lists none); use --transport=emulated "
+        "on machines without RDMA hardware, or run inside the Soft-RoCE guest "
+        "(tools/rxe-vm/rxe-vm)");
+  }
+  if (options.max_send_wr == 0 || options.max_recv_wr == 0) {
+    return InvalidArgumentError("VerbsOptions: max_send_wr/max_recv_wr must be > 0");
+  }
+  return std::unique_ptr<Transport>(std::make_unique<VerbsTransport>(options));
+}
+
+Result<std::string> FindRdmaIpv4Address() {
+  if (!RdmaDeviceAvailable()) return NotFoundError("no RDMA device found");
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return InternalError(ErrnoText("getifaddrs", errno));
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(ifs, freeifaddrs);
+  for (ifaddrs* it = ifs; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    auto* in = reinterpret_cast<sockaddr_in*>(it->ifa_addr);
+    if (ntohl(in->sin_addr.s_addr) >> 24 == 127) continue;
+    auto ch = NewEventChannel();
+    if (!ch.ok()) return ch.status();
+    rdma_cm_id* raw = nullptr;
+    if (rdma_create_id(ch->get(), &raw, nullptr, RDMA_PS_TCP) != 0) continue;
+    CmIdPtr id(raw);
+    sockaddr_in probe = *in;
+    probe.sin_port = 0;
+    if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&probe)) == 0 && raw->verbs != nullptr) {
+      char buf[INET_ADDRSTRLEN] = {};
+      inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+      return std::string(buf);
+    }
+  }
+  return NotFoundError("no local IPv4 address is bound to an RDMA device");
+}
+
+}  // namespace naarpc
