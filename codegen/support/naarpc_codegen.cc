@@ -1,0 +1,156 @@
+#include "codegen/support/naarpc_codegen.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+namespace naarpc::codegen {
+
+SessionPool::SessionPool(Transport& transport, std::string host, uint16_t port,
+                         std::string routine, std::vector<RegionSpec> regions,
+                         const StubOptions& options)
+    : transport_(transport),
+      host_(std::move(host)),
+      port_(port),
+      routine_(std::move(routine)),
+      regions_(std::move(regions)),
+      options_(options) {}
+
+SessionPool::~SessionPool() {
+  for (auto& s : idle_) s->Close().IgnoreError();
+}
+
+size_t SessionPool::open_sessions() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_.size() + in_use_;
+}
+
+Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const size_t limit = std::max<size_t>(1, options_.max_sessions_per_routine);
+  auto ready = [&] { return !idle_.empty() || in_use_ < limit; };
+  if (deadline.infinite()) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
+    return DeadlineExceededError(routine_ + ": no free session before the deadline (" +
+                                 std::to_string(limit) + " calls in flight)");
+  }
+  ++in_use_;
+  if (!idle_.empty()) {
+    auto s = std::move(idle_.back());
+    idle_.pop_back();
+    return Lease(this, std::move(s));
+  }
+  lock.unlock();
+  auto opened = ClientSession::Open(transport_, host_, port_, regions_, options_.session);
+  if (!opened.ok()) {
+    lock.lock();
+    --in_use_;
+    cv_.notify_one();
+    return opened.status().WithContext(routine_ + ": connecting to " + host_ + ":" +
+                                       std::to_string(port_));
+  }
+  return Lease(this, std::move(opened).value());
+}
+
+void SessionPool::Return(std::unique_ptr<ClientSession> s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_use_;
+  if (s != nullptr) idle_.push_back(std::move(s));
+  cv_.notify_one();
+}
+
+SessionPool::Lease::Lease(Lease&& other) noexcept
+    : pool_(std::exchange(other.pool_, nullptr)), session_(std::move(other.session_)) {}
+
+SessionPool::Lease& SessionPool::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    pool_ = std::exchange(other.pool_, nullptr);
+    session_ = std::move(other.session_);
+  }
+  return *this;
+}
+
+SessionPool::Lease::~Lease() { Release(); }
+
+void SessionPool::Lease::Release() {
+  if (pool_ == nullptr) return;
+  if (session_ != nullptr && session_->state() == CommState::kError) {
+    session_->Close().IgnoreError();
+    session_.reset();
+  }
+  std::exchange(pool_, nullptr)->Return(std::move(session_));
+}
+
+Status SessionPool::Lease::Call(uint8_t function_code, Deadline deadline,
+                                const CallOptions& options) {
+  Status s = session_->Call(function_code, deadline, options);
+  if (!s.ok() && s.code() != StatusCode::kNaaError &&
+      s.code() != StatusCode::kInvalidArgument) {
+    // The session is unusable (ERROR); drop it now.
+    session_->Close().IgnoreError();
+    session_.reset();
+  }
+  return s;
+}
+
+std::string_view StandardStatusName(uint8_t status) {
+  switch (status) {
+    case kNaaStatusSocketUnavailable: return "SOCKET_UNAVAILABLE";
+    case kNaaStatusKernelTimeout: return "KERNEL_TIMEOUT";
+    case kNaaStatusUnknownFunction: return "UNKNOWN_FUNCTION";
+    case kNaaStatusBadRegionLayout: return "BAD_REGION_LAYOUT";
+    case kNaaStatusKernelFailed: return "KERNEL_FAILED";
+    default: return "";
+  }
+}
+
+Status AnnotateCallStatus(const Status& status, std::string_view routine,
+                          std::string_view error_name) {
+  if (status.ok()) return status;
+  if (status.code() == StatusCode::kNaaError && status.wire_code().has_value()) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", unsigned{*status.wire_code()});
+    std::string msg = std::string(routine) + ": NAA status " + hex;
+    if (!error_name.empty()) msg += " " + std::string(error_name);
+    return Status(StatusCode::kNaaError, msg).set_wire_code(*status.wire_code());
+  }
+  return status.WithContext(routine);
+}
+
+Result<std::unique_ptr<CompositeHandler>> CompositeHandler::Create(
+    std::vector<ServiceHandler*> services) {
+  std::unique_ptr<CompositeHandler> h(new CompositeHandler());
+  for (ServiceHandler* s : services) {
+    if (s == nullptr) return InvalidArgumentError("CompositeHandler: null service");
+    for (uint8_t code : s->function_codes()) {
+      if (code > kMaxFunctionCode) {
+        return InvalidArgumentError("CompositeHandler: bad function code " +
+                                    std::to_string(code));
+      }
+      if (h->by_code_[code] != nullptr) {
+        return InvalidArgumentError(
+            "CompositeHandler: function code " + std::to_string(code) + " is served by both " +
+            std::string(h->by_code_[code]->service_name()) + " and " +
+            std::string(s->service_name()) +
+            " (function codes must be distinct across services on one server)");
+      }
+      h->by_code_[code] = s;
+    }
+  }
+  return h;
+}
+
+uint8_t CompositeHandler::Handle(NaaCall& call) {
+  ServiceHandler* s = call.function_code <= kMaxFunctionCode ? by_code_[call.function_code]
+                                                             : nullptr;
+  return s == nullptr ? kNaaStatusUnknownFunction : s->Handle(call);
+}
+
+std::chrono::milliseconds CompositeHandler::KernelTimeout(uint8_t function_code) const {
+  ServiceHandler* s = function_code <= kMaxFunctionCode ? by_code_[function_code] : nullptr;
+  return s == nullptr ? std::chrono::milliseconds::zero() : s->KernelTimeout(function_code);
+}
+
+}  // namespace naarpc::codegen

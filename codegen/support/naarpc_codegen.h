@@ -1,0 +1,170 @@
+// Support code shared by every file the naarpc code generator emits
+// (codegen/naarpc_gen.py). Users normally only touch StubOptions,
+// VarSpan (kernels with variable-length outputs) and CompositeHandler.
+#ifndef NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
+#define NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/client_session.h"
+#include "runtime/deadline.h"
+#include "runtime/naa_server.h"
+#include "runtime/protocol.h"
+#include "runtime/region_layout.h"
+#include "runtime/status.h"
+#include "runtime/transport.h"
+
+namespace naarpc::codegen {
+
+// Variable-length parameters start with an 8-byte big-endian element count;
+// the elements follow (docs/idl.md, "Variable-length parameters").
+inline constexpr size_t kLengthHeaderSize = 8;
+inline uint64_t ReadLengthHeader(std::span<const std::byte> region) {
+  return region.size() < kLengthHeaderSize
+             ? 0
+             : GetBe64(reinterpret_cast<const uint8_t*>(region.data()));
+}
+inline void WriteLengthHeader(std::span<std::byte> region, uint64_t count) {
+  if (region.size() >= kLengthHeaderSize) {
+    PutBe64(reinterpret_cast<uint8_t*>(region.data()), count);
+  }
+}
+
+// Typed view of `count` elements of T at `offset` bytes into a region.
+// Empty if the region is too small or misaligned for T.
+template <typename T>
+std::span<T> TypedView(std::span<std::byte> region, size_t offset, size_t count) {
+  if (offset + count * sizeof(T) > region.size()) return {};
+  std::byte* p = region.data() + offset;
+  if (reinterpret_cast<uintptr_t>(p) % alignof(T) != 0) return {};
+  return std::span<T>(reinterpret_cast<T*>(p), count);
+}
+
+// Kernel-side view of a variable-length output (or inout) parameter: the
+// whole capacity plus the number of valid elements the kernel reports.
+template <typename T>
+class VarSpan {
+ public:
+  VarSpan(std::span<T> capacity, size_t size) : capacity_(capacity), size_(size) {}
+  std::span<T> capacity() const { return capacity_; }
+  size_t max_size() const { return capacity_.size(); }
+  size_t size() const { return size_; }
+  // The valid elements.
+  std::span<T> data() const { return capacity_.first(size_); }
+  // Sets the number of valid elements; false (unchanged) if n > max_size().
+  bool resize(size_t n) {
+    if (n > capacity_.size()) return false;
+    size_ = n;
+    return true;
+  }
+
+ private:
+  std::span<T> capacity_;
+  size_t size_;
+};
+
+// Options of a generated client (XxxClient).
+struct StubOptions {
+  ClientOptions session;  // dialect, connect/MRSP timeouts
+  // Sessions (connections) per routine: the number of calls of one routine
+  // that can be in flight at once; more callers wait for a free session.
+  size_t max_sessions_per_routine = 4;
+};
+
+// The sessions of one routine: opened lazily, reused, a failed (ERROR)
+// session is dropped and a new one opened on the next call. Thread-safe.
+class SessionPool {
+ public:
+  SessionPool(Transport& transport, std::string host, uint16_t port,
+              std::string routine, std::vector<RegionSpec> regions,
+              const StubOptions& options);
+  ~SessionPool();
+  SessionPool(const SessionPool&) = delete;
+  SessionPool& operator=(const SessionPool&) = delete;
+
+  // Exclusive use of one session until destroyed (then returned to the pool,
+  // or closed if it failed).
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    ~Lease();
+    ClientSession* session() const { return session_.get(); }
+    explicit operator bool() const { return session_ != nullptr; }
+    // Runs a call; a session left in ERROR is not returned to the pool.
+    Status Call(uint8_t function_code, Deadline deadline, const CallOptions& options);
+
+   private:
+    friend class SessionPool;
+    Lease(SessionPool* pool, std::unique_ptr<ClientSession> s)
+        : pool_(pool), session_(std::move(s)) {}
+    void Release();
+    SessionPool* pool_ = nullptr;
+    std::unique_ptr<ClientSession> session_;
+  };
+
+  // An idle session, a new one (up to the limit), or waits until `deadline`.
+  Result<Lease> Acquire(Deadline deadline);
+
+  size_t open_sessions() const;
+
+ private:
+  void Return(std::unique_ptr<ClientSession> s);
+
+  Transport& transport_;
+  const std::string host_;
+  const uint16_t port_;
+  const std::string routine_;
+  const std::vector<RegionSpec> regions_;
+  const StubOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<ClientSession>> idle_;
+  size_t in_use_ = 0;  // leased or being opened
+};
+
+// Rewrites a failed call's status for the user: NAA statuses get their IDL
+// name (`error_name`, "" if unknown), everything else the routine as context.
+Status AnnotateCallStatus(const Status& status, std::string_view routine,
+                          std::string_view error_name);
+
+// Name of a standard NAA status (0x01..0x0f), or "" (then ask the IDL).
+std::string_view StandardStatusName(uint8_t status);
+
+// Implemented by every generated XxxService (software-NAA skeleton).
+class ServiceHandler : public NaaHandler {
+ public:
+  virtual std::string_view service_name() const = 0;
+  virtual std::span<const uint8_t> function_codes() const = 0;
+};
+
+// Serves several services from one NaaServer (one port): dispatches by
+// function code, which must be distinct across the services.
+class CompositeHandler final : public NaaHandler {
+ public:
+  // Fails with kInvalidArgument naming both services if a function code is
+  // served twice. REQUIRES: the handlers outlive the composite.
+  static Result<std::unique_ptr<CompositeHandler>> Create(
+      std::vector<ServiceHandler*> services);
+
+  uint8_t Handle(NaaCall& call) override;
+  std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+
+ private:
+  CompositeHandler() = default;
+  ServiceHandler* by_code_[128] = {};
+};
+
+}  // namespace naarpc::codegen
+
+#endif  // NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
