@@ -379,11 +379,12 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
 
   bool written = false, answered = false;
   uint32_t status_imm = 0;
-  const std::string what = "call of function " + std::to_string(fncode);
-  s = internal::PollUntil(*conn, deadline, what, [&](const Completion& c, bool& done) -> Status {
+  // Names the call in errors; built only when one occurs.
+  auto what = [fncode] { return "call of function " + std::to_string(fncode); };
+  s = internal::PollUntil(*conn, deadline, "waiting for the NAA", [&](const Completion& c, bool& done) -> Status {
     if (c.status != CompletionStatus::kSuccess) {
       return internal::CompletionFailure(
-          c, what + (WrIdKind(c.wr_id) == WrKind::kDataRecv ? " (result receive)" : " (input write)"));
+          c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write");
     }
     if (c.wr_id == write_id) {
       written = true;
@@ -392,16 +393,21 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
       }
     } else if (c.wr_id == recv_id) {
       if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
-        return ProtocolError(what + ": expected the NAA's WRITE_WITH_IMM, got a SEND");
+        return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
       }
       answered = true;
       status_imm = c.imm_data;
     } else {
-      return ProtocolError(what + ": unexpected completion wr_id " + std::to_string(c.wr_id));
+      return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
     }
     done = written && answered;
     return Status::Ok();
   });
+  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded) {
+    s = DeadlineExceededError(what() + ": no answer from the NAA before the deadline");
+  } else if (!s.ok()) {
+    s = s.WithContext(what());
+  }
   if (!s.ok()) return Fail(s);
   if (sm.state() == CommState::kDataSending) {
     NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
@@ -410,7 +416,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   ++calls_completed;
   const uint8_t naa_status = DecodeStatusImmediate(status_imm);
   if (naa_status != kNaaStatusSuccess) {
-    return Status(StatusCode::kNaaError, what + ": NAA returned status " + Hex(naa_status) + " (" +
+    return Status(StatusCode::kNaaError, what() + ": NAA returned status " + Hex(naa_status) + " (" +
                                              std::string(NaaStatusName(naa_status)) + ")")
         .set_wire_code(naa_status);
   }
