@@ -230,7 +230,9 @@ CompletionStatus MapWcStatus(ibv_wc_status s) {
     case IBV_WC_LOC_LEN_ERR: return CompletionStatus::kLocalLengthError;
     case IBV_WC_LOC_PROT_ERR: return CompletionStatus::kLocalProtectionError;
     case IBV_WC_REM_ACCESS_ERR: return CompletionStatus::kRemoteAccessError;
-    case IBV_WC_REM_INV_REQ_ERR: return CompletionStatus::kRemoteInvalidRequest;
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:  // rxe's answer to an overlong SEND (HCAs: REM_INV_REQ)
+      return CompletionStatus::kRemoteInvalidRequest;
     case IBV_WC_RNR_RETRY_EXC_ERR: return CompletionStatus::kRnrRetryExceeded;
     case IBV_WC_RETRY_EXC_ERR: return CompletionStatus::kRetryExceeded;
     case IBV_WC_WR_FLUSH_ERR: return CompletionStatus::kFlushed;
@@ -564,6 +566,10 @@ class VerbsConnection final : public Connection {
         recvs_.pop_front();
       }
       c.opcode = WorkOpcode::kRecv;
+      // Our receive WQEs are well-formed (one SGE), so a local QP operation
+      // error on one means the message did not fit: rxe reports overlong
+      // SENDs that way where HCAs report LOC_LEN_ERR.
+      if (wc.status == IBV_WC_LOC_QP_OP_ERR) c.status = CompletionStatus::kLocalLengthError;
       if (wc.status == IBV_WC_SUCCESS) {
         c.byte_len = wc.byte_len;
         if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) c.opcode = WorkOpcode::kRecvRdmaWithImm;

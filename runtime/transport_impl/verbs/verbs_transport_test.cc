@@ -332,7 +332,9 @@ TEST_F(VerbsTest, ReceiveTooSmallIsLocalLengthError) {
       << CompletionStatusName(sc[0].status);
   auto cc = PollN(*client_, 1);
   ASSERT_EQ(cc.size(), 1u);
-  EXPECT_NE(cc[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(cc[0].wr_id, 21u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kRemoteInvalidRequest)
+      << CompletionStatusName(cc[0].status);
 }
 
 TEST_F(VerbsTest, PeerDisconnectFlushesThenReportsDisconnected) {
