@@ -1,8 +1,43 @@
 // The emulated transport: verbs semantics over TCP sockets, between threads,
 // processes and hosts. The default when no RDMA device exists.
+//
+// Semantics are those of an RC queue pair (runtime/transport.h), plus:
+//
+//  * Progress model. There is no background thread: like a NIC whose driver
+//    is polled, a connection makes progress (receives, lands RDMA writes,
+//    acknowledges, pushes queued bytes) only inside PollCompletions and
+//    PostSend on it (PostRecv only queues). A target therefore acknowledges
+//    work, and its posted receives become known to the peer, only while
+//    someone calls PollCompletions/PostSend on it; the protocol engine always
+//    polls while it waits. Acknowledgements and receive credits are coalesced
+//    and leave with the next outgoing bytes or before PollCompletions blocks.
+//  * RNR. Posted receives are advertised to the peer as credits. A SEND or
+//    WRITE_WITH_IMM that finds no credit waits (with every later WR, to keep
+//    order) up to rnr_retry_count * rnr_delay, then fails with
+//    kRnrRetryExceeded; the sender's own options apply.
+//  * Error state. As on an RC QP, any error completion (other than kFlushed)
+//    on either side moves the connection to the error state: the failed WR
+//    completes with its error, all other outstanding work of both queues
+//    completes with kFlushed, and the socket is shut down so the peer sees a
+//    disconnect too. Then PollCompletions returns kDisconnected, and
+//    PostSend/PostRecv fail with kDisconnected.
+//  * Zero-length RDMA writes are not checked against rkey/bounds (as in the
+//    IB spec); zero-length SENDs still consume a receive.
+//  * Disconnect() may be called from any thread (e.g. to stop a thread
+//    blocked in PollCompletions, which then returns the flushed work and
+//    kDisconnected). Everything else: one thread at a time per connection.
+//    Listener::Shutdown() may be called from any thread.
+//  * Memory of posted work must stay registered until its completion.
+//
+// Wire (TCP, TCP_NODELAY): a 16-byte hello each way (magic, version), then
+// 32-byte frame headers, each followed by its payload. Payloads are sent
+// straight from registered memory and received straight into the target
+// memory once the header has been validated.
 #ifndef NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_EMULATED_TRANSPORT_H_
 #define NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_EMULATED_TRANSPORT_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "runtime/transport.h"
@@ -13,10 +48,31 @@ namespace naarpc {
 struct EmulatedOptions {
   // RNR: a SEND / WRITE_WITH_IMM that finds no posted receive is retried
   // this many times, `rnr_delay` apart, then fails with kRnrRetryExceeded.
+  // A negative count retries forever (ibverbs' rnr_retry = 7).
   int rnr_retry_count = 6;
   std::chrono::microseconds rnr_delay{1000};
+  // Connect retries when the server refuses (not listening yet), like the
+  // verbs backend; bounded by the Connect deadline as well.
+  int connect_retries = 20;
+  std::chrono::milliseconds connect_retry_delay{100};
+  // Upper bound for the hello exchange in Accept (besides its deadline).
+  std::chrono::milliseconds handshake_timeout{5000};
   // Optional fault injection (tests only); shared by all connections.
   std::shared_ptr<FaultInjector> faults;
+};
+
+// Completion::vendor_err values of the emulated transport.
+enum EmulatedVendorError : uint32_t {
+  kEmuErrNone = 0,
+  kEmuErrBadRkey = 1,             // unknown or deregistered rkey
+  kEmuErrRemoteBounds = 2,        // write outside the target region
+  kEmuErrNoRemoteWrite = 3,       // region lacks kAccessRemoteWrite
+  kEmuErrRegionGone = 4,          // region deregistered while data landed
+  kEmuErrBadLkey = 5,             // unknown lkey or local bounds
+  kEmuErrNoLocalWrite = 6,        // receive buffer lacks kAccessLocalWrite
+  kEmuErrRecvTooSmall = 7,        // SEND larger than the receive buffer
+  kEmuErrNoReceive = 8,           // RNR (no receive posted in time)
+  kEmuErrRecvBufferInvalid = 9,   // the consumed receive had a bad buffer
 };
 
 std::unique_ptr<Transport> NewEmulatedTransport(EmulatedOptions options = {});

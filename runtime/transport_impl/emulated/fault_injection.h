@@ -5,6 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
 
 #include "runtime/transport.h"
 
@@ -23,13 +26,56 @@ struct FaultAction {
   Kind kind = Kind::kNone;
   std::chrono::microseconds delay{0};  // kDelay
   uint32_t corrupt_offset = 0;         // kCorruptPayload: byte to flip (xor 0xff)
+
+  // kDropConnection: the socket is shut down before this WR goes out; both
+  // sides see a disconnect (this WR and all outstanding work are flushed).
+  static FaultAction Drop() { return {Kind::kDropConnection, {}, 0}; }
+  // kDelay: this WR (and, to keep order, every later one) leaves the sender
+  // `d` after it was posted. PostSend does not block.
+  static FaultAction Delay(std::chrono::microseconds d) { return {Kind::kDelay, d, 0}; }
+  // kCorruptPayload: the byte at `offset` is flipped on the wire only (the
+  // sender's memory is untouched). Ignored if offset >= the WR's length.
+  static FaultAction Corrupt(uint32_t offset) {
+    return {Kind::kCorruptPayload, {}, offset};
+  }
 };
 
 class FaultInjector {
  public:
   virtual ~FaultInjector() = default;
-  // Called on the posting thread for every outgoing work request.
+  // Called on the posting thread for every outgoing work request. Must be
+  // thread-safe: one injector is shared by all connections of a transport.
   virtual FaultAction OnPost(const FaultPoint& point) = 0;
+};
+
+// One rule of a ScriptedFaultInjector; unset fields match anything.
+struct FaultRule {
+  std::optional<bool> listener_side;
+  std::optional<WorkOpcode> opcode;
+  std::optional<uint64_t> sequence;
+  int times = 1;  // how many matches fire; < 0 = every match
+  FaultAction action;
+};
+
+// Fires the first rule that matches and has firings left. Thread-safe.
+class ScriptedFaultInjector : public FaultInjector {
+ public:
+  ScriptedFaultInjector() = default;
+  explicit ScriptedFaultInjector(std::vector<FaultRule> rules);
+
+  void AddRule(FaultRule rule);
+  FaultAction OnPost(const FaultPoint& point) override;
+
+  // Faults injected so far (all rules).
+  uint64_t injected() const;
+  // Every point seen so far, in call order.
+  std::vector<FaultPoint> seen() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<FaultRule> rules_;
+  std::vector<FaultPoint> seen_;
+  uint64_t injected_ = 0;
 };
 
 }  // namespace naarpc

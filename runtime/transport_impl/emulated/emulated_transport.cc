@@ -1,0 +1,1193 @@
+// Emulated transport: RC queue-pair semantics over one TCP stream per
+// connection. See emulated_transport.h for the model. Wire frames:
+//
+//   header (32 bytes, little-endian except imm):
+//     0 type u8 | 1 flags u8 | 2 reserved u16 | 4 length u32 |
+//     8 seq u64 | 16 addr u64 | 24 key u32 | 28 imm u32 (big-endian)
+//   SEND      seq, length, payload
+//   WRITE     seq, length, addr = remote address, key = rkey, payload
+//   WRITE_IMM as WRITE plus imm
+//   CTRL      seq = requests processed so far (cumulative ack),
+//             addr = receives posted so far (cumulative credits),
+//             flags: kCtrlWantCredit (sender is blocked on credits)
+//   NAK       seq = failed request, key = CompletionStatus, imm = vendor_err
+//
+// Request sequence numbers start at 1 and increase by one per work request.
+#include "runtime/transport_impl/emulated/emulated_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+namespace naarpc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kHelloMagic = 0x4e414545;  // "NAEE"
+constexpr uint16_t kWireVersion = 1;
+constexpr size_t kHelloSize = 16;
+constexpr size_t kHdrSize = 32;
+constexpr size_t kReadBufSize = 256 * 1024;
+constexpr int kMaxIov = 64;
+constexpr size_t kMaxBytesPerSend = size_t{256} << 20;
+constexpr int kMaxReadsPerCall = 64;
+
+enum FrameType : uint8_t {
+  kFrameSend = 1,
+  kFrameWrite = 2,
+  kFrameWriteImm = 3,
+  kFrameCtrl = 4,
+  kFrameNak = 5,
+};
+constexpr uint8_t kCtrlWantCredit = 0x01;
+
+// ---- encoding -------------------------------------------------------------
+
+void PutLe(uint8_t* p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t GetLe(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+struct Header {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint32_t length = 0;
+  uint64_t seq = 0;
+  uint64_t addr = 0;
+  uint32_t key = 0;
+  uint32_t imm = 0;
+};
+
+void EncodeHeader(const Header& h, uint8_t* p) {
+  p[0] = h.type;
+  p[1] = h.flags;
+  p[2] = p[3] = 0;
+  PutLe(p + 4, h.length, 4);
+  PutLe(p + 8, h.seq, 8);
+  PutLe(p + 16, h.addr, 8);
+  PutLe(p + 24, h.key, 4);
+  uint32_t be = htonl(h.imm);
+  std::memcpy(p + 28, &be, 4);
+}
+
+Header DecodeHeader(const uint8_t* p) {
+  Header h;
+  h.type = p[0];
+  h.flags = p[1];
+  h.length = static_cast<uint32_t>(GetLe(p + 4, 4));
+  h.seq = GetLe(p + 8, 8);
+  h.addr = GetLe(p + 16, 8);
+  h.key = static_cast<uint32_t>(GetLe(p + 24, 4));
+  uint32_t be;
+  std::memcpy(&be, p + 28, 4);
+  h.imm = ntohl(be);
+  return h;
+}
+
+std::string Errno(int err) { return std::strerror(err); }
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// ---- sockets ----------------------------------------------------------------
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { Reset(); }
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+timespec ToTimespec(Clock::time_point wake, bool* infinite) {
+  *infinite = wake == Clock::time_point::max();
+  timespec ts{0, 0};
+  if (*infinite) return ts;
+  auto left = wake - Clock::now();
+  if (left <= Clock::duration::zero()) return ts;
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+  constexpr int64_t kMaxSec = 1'000'000'000;
+  ts.tv_sec = static_cast<time_t>(std::min<int64_t>(ns / 1'000'000'000, kMaxSec));
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return ts;
+}
+
+// ppoll until `wake`; returns ppoll's result (EINTR is retried).
+int PollUntil(pollfd* fds, nfds_t n, Clock::time_point wake) {
+  for (;;) {
+    bool infinite;
+    timespec ts = ToTimespec(wake, &infinite);
+    int r = ::ppoll(fds, n, infinite ? nullptr : &ts, nullptr);
+    if (r < 0 && errno == EINTR) continue;
+    return r;
+  }
+}
+
+// Waits for `events` on fd, or for cancel_fd (if >= 0) to become readable.
+// Returns 1 ready, 0 deadline, -1 cancelled, -2 poll error.
+int WaitFd(int fd, short events, Deadline deadline, int cancel_fd) {
+  pollfd p[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+  int r = PollUntil(p, cancel_fd >= 0 ? 2 : 1, deadline.when());
+  if (r < 0) return -2;
+  if (r == 0) return 0;
+  if (cancel_fd >= 0 && (p[1].revents & POLLIN)) return -1;
+  return 1;
+}
+
+std::string AddrToString(const sockaddr_in& a) {
+  char buf[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
+  return std::string(buf) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+std::string PeerName(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
+  return AddrToString(a);
+}
+
+Result<sockaddr_in> Resolve(const std::string& host, uint16_t port, bool passive) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (passive && (host.empty() || host == "*" || host == "0.0.0.0")) {
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    return a;
+  }
+  if (host.empty()) return InvalidArgumentError("emulated transport: empty host name");
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return UnavailableError("emulated transport: cannot resolve '" + host +
+                            "': " + ::gai_strerror(rc));
+  }
+  a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  ::freeaddrinfo(res);
+  return a;
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// Exchanges hellos on a connected non-blocking socket.
+Status Handshake(int fd, const std::string& peer, Deadline deadline, int cancel_fd) {
+  uint8_t out[kHelloSize] = {};
+  PutLe(out, kHelloMagic, 4);
+  PutLe(out + 4, kWireVersion, 2);
+  auto wait = [&](short ev) -> Status {
+    int r = WaitFd(fd, ev, deadline, cancel_fd);
+    if (r == 1) return Status::Ok();
+    if (r == 0) {
+      return DeadlineExceededError("emulated transport: hello exchange with " +
+                                   peer + " timed out");
+    }
+    if (r == -1) return UnavailableError("emulated transport: listener shut down");
+    return UnavailableError("emulated transport: poll failed: " + Errno(errno));
+  };
+  for (size_t off = 0; off < kHelloSize;) {
+    ssize_t n = ::send(fd, out + off, kHelloSize - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      NAARPC_RETURN_IF_ERROR(wait(POLLOUT));
+    } else if (!(n < 0 && errno == EINTR)) {
+      return UnavailableError("emulated transport: sending hello to " + peer +
+                              " failed: " + Errno(errno));
+    }
+  }
+  uint8_t in[kHelloSize];
+  for (size_t off = 0; off < kHelloSize;) {
+    ssize_t n = ::recv(fd, in + off, kHelloSize - off, MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return UnavailableError("emulated transport: " + peer +
+                              " closed the connection during the hello exchange");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      NAARPC_RETURN_IF_ERROR(wait(POLLIN));
+    } else if (errno != EINTR) {
+      return UnavailableError("emulated transport: reading hello from " + peer +
+                              " failed: " + Errno(errno));
+    }
+  }
+  uint32_t magic = static_cast<uint32_t>(GetLe(in, 4));
+  uint16_t version = static_cast<uint16_t>(GetLe(in + 4, 2));
+  if (magic != kHelloMagic) {
+    return ProtocolError("emulated transport: " + peer +
+                         " is not an emulated-transport peer (hello magic " +
+                         Hex(magic) + ", expected " + Hex(kHelloMagic) + ")");
+  }
+  if (version != kWireVersion) {
+    return ProtocolError("emulated transport: protocol version mismatch with " + peer +
+                         ": peer speaks version " + std::to_string(version) +
+                         ", we speak version " + std::to_string(kWireVersion));
+  }
+  return Status::Ok();
+}
+
+// ---- memory regions ---------------------------------------------------------
+
+// The protection domain of one connection. Keys: index << 8 | tag, so an
+// lkey is never a valid rkey and keys are never reused.
+struct MrTable {
+  struct Entry {
+    uint8_t* addr;
+    size_t len;
+    uint32_t access;
+  };
+  static constexpr uint32_t kLkeyTag = 0xa5;
+  static constexpr uint32_t kRkeyTag = 0x5a;
+  static constexpr uint32_t kMaxIndex = (1u << 24) - 1;
+
+  std::mutex mu;
+  std::unordered_map<uint32_t, Entry> regions;
+  uint32_t next_index = 1;
+
+  bool Exists(uint32_t index) {
+    std::lock_guard<std::mutex> lock(mu);
+    return regions.count(index) != 0;
+  }
+
+  // Validates [addr, addr+len) under `key`; returns 0 or an EmulatedVendorError.
+  uint32_t Check(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
+                 uint32_t need, uint32_t* index_out) {
+    const bool remote = tag == kRkeyTag;
+    if ((key & 0xff) != tag) return remote ? kEmuErrBadRkey : kEmuErrBadLkey;
+    uint32_t index = key >> 8;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = regions.find(index);
+    if (it == regions.end()) return remote ? kEmuErrBadRkey : kEmuErrBadLkey;
+    const Entry& e = it->second;
+    uint64_t base = reinterpret_cast<uintptr_t>(e.addr);
+    if (addr < base || len > e.len || addr - base > e.len - len) {
+      return remote ? kEmuErrRemoteBounds : kEmuErrBadLkey;
+    }
+    if ((e.access & need) != need) {
+      return remote ? kEmuErrNoRemoteWrite : kEmuErrNoLocalWrite;
+    }
+    *index_out = index;
+    return kEmuErrNone;
+  }
+};
+
+class EmuMemoryRegion final : public MemoryRegion {
+ public:
+  EmuMemoryRegion(std::shared_ptr<MrTable> table, uint32_t index, void* addr, size_t len)
+      : table_(std::move(table)), index_(index), addr_(addr), len_(len) {}
+  ~EmuMemoryRegion() override {
+    std::lock_guard<std::mutex> lock(table_->mu);
+    table_->regions.erase(index_);
+  }
+  void* addr() const override { return addr_; }
+  size_t length() const override { return len_; }
+  uint32_t lkey() const override { return index_ << 8 | MrTable::kLkeyTag; }
+  uint32_t rkey() const override { return index_ << 8 | MrTable::kRkeyTag; }
+
+ private:
+  std::shared_ptr<MrTable> table_;
+  uint32_t index_;
+  void* addr_;
+  size_t len_;
+};
+
+// ---- connection -------------------------------------------------------------
+
+class EmuConnection final : public Connection {
+ public:
+  EmuConnection(UniqueFd fd, bool listener_side, std::string peer, EmulatedOptions opts)
+      : fd_(std::move(fd)),
+        listener_side_(listener_side),
+        peer_(std::move(peer)),
+        opts_(std::move(opts)),
+        mrs_(std::make_shared<MrTable>()),
+        rbuf_(new uint8_t[kReadBufSize]) {}
+
+  ~EmuConnection() override { Disconnect().IgnoreError(); }
+
+  Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                       uint32_t access) override;
+  Status PostSend(std::span<const SendRequest> requests) override;
+  Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override;
+  Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override;
+  Status Disconnect() override;
+  std::string peer_name() const override { return peer_; }
+
+ private:
+  struct SendWr {
+    uint64_t wr_id = 0;
+    uint64_t seq = 0;
+    WorkOpcode opcode = WorkOpcode::kSend;
+    bool signaled = true;
+    bool delayed = false;
+    uint32_t len = 0;
+    const uint8_t* payload = nullptr;
+    uint64_t remote_addr = 0;
+    uint32_t rkey = 0;
+    uint32_t imm = 0;
+    uint32_t corrupt_off = UINT32_MAX;
+    CompletionStatus fail = CompletionStatus::kSuccess;  // local failure
+    uint32_t vendor_err = 0;
+    Clock::time_point not_before{};
+    std::optional<Clock::time_point> rnr_deadline;
+  };
+  struct RecvWr {
+    uint64_t wr_id = 0;
+    uint8_t* addr = nullptr;
+    uint32_t len = 0;
+    uint32_t mr_index = 0;  // 0: zero-length buffer
+    uint32_t error = 0;     // EmulatedVendorError found at post time
+  };
+  struct OutFrame {
+    uint8_t hdr[kHdrSize];
+    const uint8_t* payload = nullptr;
+    uint32_t len = 0;
+    uint32_t corrupt_off = UINT32_MAX;
+    uint8_t corrupt_byte = 0;
+    bool is_ctrl = false;
+    uint64_t sent = 0;
+    uint64_t total() const { return kHdrSize + len; }
+  };
+
+  static bool NeedsReceive(WorkOpcode op) {
+    return op == WorkOpcode::kSend || op == WorkOpcode::kRdmaWriteWithImm;
+  }
+  Status DownError() const {
+    return DisconnectedError("emulated transport: connection to " + peer_ +
+                             " is down: " + broken_reason_);
+  }
+  void CheckDisconnectRequest() {
+    if (!broken_ && disconnect_requested_.load(std::memory_order_acquire)) {
+      Break("disconnected locally");
+    }
+  }
+  SendWr& WrAt(uint64_t seq) { return sq_[seq - sq_.front().seq]; }
+
+  void Complete(uint64_t wr_id, WorkOpcode op, CompletionStatus st, uint32_t len,
+                uint32_t vendor = 0) {
+    Completion c;
+    c.wr_id = wr_id;
+    c.opcode = op;
+    c.status = st;
+    c.byte_len = len;
+    c.vendor_err = vendor;
+    cq_.push_back(c);
+  }
+
+  void Break(std::string reason);
+  void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
+  void Pump();
+  std::optional<Clock::time_point> NextTimer() const;
+  void EnqueueFrame(const SendWr& w);
+  void UpdateCtrl();
+  bool Push();
+  void ReadInput();
+  void ParseBuffered();
+  void ProcessHeader(const Header& h);
+  void ProcessRequest(const Header& h);
+  void FinishRequest();
+  void HandleAck(uint64_t count);
+  void HandleNak(const Header& h);
+  bool InDestValid();
+
+  const UniqueFd fd_;
+  const bool listener_side_;
+  const std::string peer_;
+  const EmulatedOptions opts_;
+  std::shared_ptr<MrTable> mrs_;
+
+  std::mutex op_mu_;  // held by every operation; Disconnect only try-locks
+  std::atomic<bool> disconnect_requested_{false};
+
+  bool broken_ = false;
+  std::string broken_reason_;
+  std::deque<Completion> cq_;
+
+  // Send queue: posted, not yet completed WRs, in posting order.
+  std::deque<SendWr> sq_;
+  uint64_t next_seq_ = 1;     // seq of the next posted WR
+  uint64_t next_tx_seq_ = 1;  // next WR to put into outq_
+  uint64_t peer_credits_ = 0;  // receives the peer has posted (cumulative)
+  uint64_t credits_used_ = 0;
+
+  std::deque<OutFrame> outq_;
+  // Control state; CTRL frames carry it when it changed.
+  uint64_t acked_ = 0, sent_acked_ = 0;                // requests processed
+  uint64_t recvs_posted_ = 0, sent_recvs_posted_ = 0;  // our credits
+  bool want_credit_ = false;  // tell the peer we are blocked on credits
+  bool peer_blocked_ = false;  // the peer is blocked on our credits
+
+  std::deque<RecvWr> rq_;
+
+  // Input: staging buffer [rpos_, wpos_) and the request being received.
+  std::unique_ptr<uint8_t[]> rbuf_;
+  size_t rpos_ = 0, wpos_ = 0;
+  uint64_t in_expected_seq_ = 1;
+  bool in_payload_ = false;
+  Header in_hdr_;
+  uint8_t* in_dest_ = nullptr;
+  uint32_t in_mr_index_ = 0;
+  uint32_t in_done_ = 0;
+};
+
+Result<std::unique_ptr<MemoryRegion>> EmuConnection::RegisterMemory(void* addr,
+                                                                    size_t length,
+                                                                    uint32_t access) {
+  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+  if (access & ~kKnown) {
+    return InvalidArgumentError("emulated transport: unknown access flags " + Hex(access));
+  }
+  if ((access & kAccessRemoteWrite) && !(access & kAccessLocalWrite)) {
+    return InvalidArgumentError(
+        "emulated transport: kAccessRemoteWrite requires kAccessLocalWrite (as in ibverbs)");
+  }
+  if (addr == nullptr && length > 0) {
+    return InvalidArgumentError("emulated transport: null address");
+  }
+  uint32_t index;
+  {
+    std::lock_guard<std::mutex> lock(mrs_->mu);
+    if (mrs_->next_index > MrTable::kMaxIndex) {
+      return ResourceExhaustedError("emulated transport: memory keys exhausted");
+    }
+    index = mrs_->next_index++;
+    mrs_->regions[index] = {static_cast<uint8_t*>(addr), length, access};
+  }
+  return std::unique_ptr<MemoryRegion>(new EmuMemoryRegion(mrs_, index, addr, length));
+}
+
+Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  CheckDisconnectRequest();
+  if (broken_) return DownError();
+  RecvWr r;
+  r.wr_id = wr_id;
+  r.addr = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(buffer.addr));
+  r.len = buffer.length;
+  if (buffer.length > 0) {
+    r.error = mrs_->Check(buffer.lkey, MrTable::kLkeyTag, buffer.addr, buffer.length,
+                          kAccessLocalWrite, &r.mr_index);
+  }
+  rq_.push_back(r);
+  ++recvs_posted_;
+  // The peer waits for a credit: tell it now rather than at the next poll.
+  if (peer_blocked_) Push();
+  return Status::Ok();
+}
+
+Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  CheckDisconnectRequest();
+  if (broken_) return DownError();
+  for (const SendRequest& r : requests) {
+    if (r.opcode != WorkOpcode::kSend && r.opcode != WorkOpcode::kRdmaWrite &&
+        r.opcode != WorkOpcode::kRdmaWriteWithImm) {
+      return InvalidArgumentError("emulated transport: PostSend with a receive opcode");
+    }
+  }
+  bool drop = false;
+  for (const SendRequest& r : requests) {
+    SendWr w;
+    w.wr_id = r.wr_id;
+    w.seq = next_seq_;
+    w.opcode = r.opcode;
+    w.signaled = r.signaled;
+    w.len = r.local.length;
+    w.remote_addr = r.remote_addr;
+    w.rkey = r.rkey;
+    w.imm = r.imm_data;
+    if (w.len > 0) {
+      uint32_t index;
+      uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index);
+      if (err != kEmuErrNone) {
+        w.fail = CompletionStatus::kLocalProtectionError;
+        w.vendor_err = err;
+      } else {
+        w.payload = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.local.addr));
+      }
+    }
+    if (opts_.faults && !drop) {
+      FaultPoint p{listener_side_, w.seq - 1, w.opcode, w.len};
+      FaultAction a = opts_.faults->OnPost(p);
+      switch (a.kind) {
+        case FaultAction::Kind::kNone:
+          break;
+        case FaultAction::Kind::kDropConnection:
+          // Send what precedes this WR, then drop.
+          Pump();
+          Push();
+          drop = true;
+          break;
+        case FaultAction::Kind::kDelay:
+          w.delayed = true;
+          w.not_before = Clock::now() + a.delay;
+          break;
+        case FaultAction::Kind::kCorruptPayload:
+          w.corrupt_off = a.corrupt_offset;
+          break;
+      }
+    }
+    sq_.push_back(w);
+    ++next_seq_;
+  }
+  if (drop) {
+    Break("fault injection dropped the connection");
+    return Status::Ok();
+  }
+  Pump();
+  // Blocked output: keep reading so a peer that is sending to us too can
+  // make progress (no deadlock between two big senders).
+  if (Push()) ReadInput();
+  return Status::Ok();
+}
+
+Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadline deadline) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
+  for (;;) {
+    CheckDisconnectRequest();
+    if (!cq_.empty()) {
+      size_t n = std::min(out.size(), cq_.size());
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = cq_.front();
+        cq_.pop_front();
+      }
+      return n;
+    }
+    if (broken_) return DownError();
+    Pump();
+    if (!cq_.empty() || broken_) continue;
+    const bool want_out = Push();  // also flushes coalesced acks/credits
+    if (broken_) continue;
+    Clock::time_point wake = deadline.when();
+    if (auto t = NextTimer()) wake = std::min(wake, *t);
+    pollfd p{fd_.get(), static_cast<short>(POLLIN | (want_out ? POLLOUT : 0)), 0};
+    int r = PollUntil(&p, 1, wake);
+    if (r < 0) {
+      Break("poll failed: " + Errno(errno));
+      continue;
+    }
+    if (r > 0) {
+      if (p.revents & (POLLIN | POLLHUP | POLLERR)) ReadInput();
+      if (!broken_ && (p.revents & POLLOUT)) Push();
+    }
+    Pump();
+    if (!cq_.empty() || broken_) continue;
+    if (deadline.expired()) return size_t{0};
+  }
+}
+
+Status EmuConnection::Disconnect() {
+  if (disconnect_requested_.exchange(true, std::memory_order_acq_rel)) return Status::Ok();
+  // From the owning thread: flush pending acks, then flush the queues now.
+  // From another thread (the owner may be blocked in poll): the shutdown
+  // below wakes it and it breaks the connection itself.
+  if (op_mu_.try_lock()) {
+    if (!broken_) {
+      Push();
+      Break("disconnected locally");
+    }
+    op_mu_.unlock();
+  }
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  return Status::Ok();
+}
+
+void EmuConnection::Break(std::string reason) {
+  if (broken_) return;
+  broken_ = true;
+  broken_reason_ = std::move(reason);
+  for (const SendWr& w : sq_) {
+    Complete(w.wr_id, w.opcode, CompletionStatus::kFlushed, w.len);
+  }
+  sq_.clear();
+  for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0);
+  rq_.clear();
+  outq_.clear();
+  in_payload_ = false;
+  in_dest_ = nullptr;
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+// A request from the peer failed here: NAK it and enter the error state.
+void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor,
+                                  std::string reason) {
+  // The NAK can only go out at a frame boundary; if we are in the middle of
+  // a frame the peer just sees the disconnect.
+  if (outq_.empty() || outq_.front().sent == 0) {
+    outq_.clear();
+    OutFrame f;
+    Header h;
+    h.type = kFrameNak;
+    h.seq = seq;
+    h.key = static_cast<uint32_t>(st);
+    h.imm = vendor;
+    EncodeHeader(h, f.hdr);
+    outq_.push_back(f);
+    Push();
+  }
+  Break(std::move(reason));
+}
+
+// Moves eligible WRs into the output queue, in order, and retires a head WR
+// that failed locally.
+void EmuConnection::Pump() {
+  if (broken_) return;
+  std::optional<Clock::time_point> now;
+  auto Now = [&] {
+    if (!now) now = Clock::now();
+    return *now;
+  };
+  while (next_tx_seq_ < next_seq_) {
+    SendWr& w = WrAt(next_tx_seq_);
+    if (w.fail != CompletionStatus::kSuccess) break;
+    if (w.delayed) {
+      if (Now() < w.not_before) break;
+      w.delayed = false;
+    }
+    if (NeedsReceive(w.opcode)) {
+      if (peer_credits_ <= credits_used_) {
+        if (!w.rnr_deadline) {
+          if (opts_.rnr_retry_count < 0) {
+            w.rnr_deadline = Clock::time_point::max();
+          } else {
+            w.rnr_deadline = Now() + opts_.rnr_delay * opts_.rnr_retry_count;
+          }
+          want_credit_ = true;
+        }
+        if (Now() >= *w.rnr_deadline) {
+          w.fail = CompletionStatus::kRnrRetryExceeded;
+          w.vendor_err = kEmuErrNoReceive;
+        }
+        break;
+      }
+      ++credits_used_;
+    }
+    EnqueueFrame(w);
+    ++next_tx_seq_;
+  }
+  // A failed WR is reported once everything before it has completed.
+  if (!sq_.empty() && sq_.front().seq == next_tx_seq_ &&
+      sq_.front().fail != CompletionStatus::kSuccess) {
+    SendWr w = sq_.front();
+    sq_.pop_front();
+    ++next_tx_seq_;
+    Complete(w.wr_id, w.opcode, w.fail, w.len, w.vendor_err);
+    Break(std::string(CompletionStatusName(w.fail)) + " on wr_id " + std::to_string(w.wr_id));
+  }
+}
+
+std::optional<Clock::time_point> EmuConnection::NextTimer() const {
+  if (broken_ || next_tx_seq_ >= next_seq_) return std::nullopt;
+  const SendWr& w = sq_[next_tx_seq_ - sq_.front().seq];
+  if (w.fail != CompletionStatus::kSuccess) return std::nullopt;
+  if (w.delayed) return w.not_before;
+  return w.rnr_deadline;
+}
+
+void EmuConnection::EnqueueFrame(const SendWr& w) {
+  OutFrame f;
+  Header h;
+  switch (w.opcode) {
+    case WorkOpcode::kSend: h.type = kFrameSend; break;
+    case WorkOpcode::kRdmaWrite: h.type = kFrameWrite; break;
+    default: h.type = kFrameWriteImm; break;
+  }
+  h.length = w.len;
+  h.seq = w.seq;
+  h.addr = w.remote_addr;
+  h.key = w.rkey;
+  h.imm = w.imm;
+  EncodeHeader(h, f.hdr);
+  f.payload = w.payload;
+  f.len = w.len;
+  if (w.corrupt_off < w.len) {
+    f.corrupt_off = w.corrupt_off;
+    f.corrupt_byte = static_cast<uint8_t>(w.payload[w.corrupt_off] ^ 0xff);
+  }
+  outq_.push_back(f);
+}
+
+// Queues a CTRL frame if acks/credits changed: an unsent one is updated in
+// place, else a new one goes ahead of all request frames not yet started.
+void EmuConnection::UpdateCtrl() {
+  if (acked_ == sent_acked_ && recvs_posted_ == sent_recvs_posted_ && !want_credit_) return;
+  Header h;
+  h.type = kFrameCtrl;
+  h.seq = acked_;
+  h.addr = recvs_posted_;
+  OutFrame* f = nullptr;
+  for (size_t i = 0; i < outq_.size() && i < 2; ++i) {
+    if (outq_[i].is_ctrl && outq_[i].sent == 0) {
+      f = &outq_[i];
+      break;
+    }
+  }
+  if (f != nullptr) {
+    h.flags = f->hdr[1];  // keep a pending want-credit flag
+  } else {
+    size_t pos = (!outq_.empty() && outq_.front().sent > 0) ? 1 : 0;
+    f = &*outq_.insert(outq_.begin() + static_cast<std::ptrdiff_t>(pos), OutFrame{});
+    f->is_ctrl = true;
+  }
+  if (want_credit_) h.flags |= kCtrlWantCredit;
+  EncodeHeader(h, f->hdr);
+  if (recvs_posted_ != sent_recvs_posted_) peer_blocked_ = false;
+  sent_acked_ = acked_;
+  sent_recvs_posted_ = recvs_posted_;
+  want_credit_ = false;
+}
+
+// Writes as much of the output queue as the socket takes. Returns true if
+// bytes remain (wait for POLLOUT).
+bool EmuConnection::Push() {
+  if (broken_) return false;
+  UpdateCtrl();
+  while (!outq_.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t total = 0;
+    for (const OutFrame& f : outq_) {
+      if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
+      // Segments of the frame: header, payload (one byte replaced if corrupt).
+      const uint8_t* seg_ptr[4] = {f.hdr, f.payload, &f.corrupt_byte, nullptr};
+      uint64_t seg_len[4] = {kHdrSize, f.len, 0, 0};
+      if (f.corrupt_off != UINT32_MAX) {
+        seg_len[1] = f.corrupt_off;
+        seg_len[2] = 1;
+        seg_ptr[3] = f.payload + f.corrupt_off + 1;
+        seg_len[3] = f.len - f.corrupt_off - 1;
+      }
+      uint64_t skip = f.sent;
+      for (int s = 0; s < 4; ++s) {
+        if (skip >= seg_len[s]) {
+          skip -= seg_len[s];
+          continue;
+        }
+        size_t len = static_cast<size_t>(
+            std::min<uint64_t>(seg_len[s] - skip, kMaxBytesPerSend - total));
+        iov[n].iov_base = const_cast<uint8_t*>(seg_ptr[s] + skip);
+        iov[n].iov_len = len;
+        ++n;
+        total += len;
+        skip = 0;
+        if (total >= kMaxBytesPerSend) break;
+      }
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(fd_.get(), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      Break("send failed: " + Errno(errno));
+      return false;
+    }
+    for (uint64_t left = static_cast<uint64_t>(sent); left > 0;) {
+      OutFrame& f = outq_.front();
+      uint64_t take = std::min(left, f.total() - f.sent);
+      f.sent += take;
+      left -= take;
+      if (f.sent == f.total()) outq_.pop_front();
+    }
+    if (static_cast<size_t>(sent) < total) return true;
+  }
+  return false;
+}
+
+// The region a payload lands in is still registered (it may be
+// deregistered between two calls while a large write is arriving).
+bool EmuConnection::InDestValid() {
+  if (in_mr_index_ == 0 || mrs_->Exists(in_mr_index_)) return true;
+  ResponderFail(in_hdr_.seq,
+                in_hdr_.type == kFrameSend ? CompletionStatus::kRemoteInvalidRequest
+                                           : CompletionStatus::kRemoteAccessError,
+                kEmuErrRegionGone, "target region deregistered while data arrived");
+  return false;
+}
+
+// Reads until the socket is drained (or a bound), applying frames.
+void EmuConnection::ReadInput() {
+  for (int i = 0; i < kMaxReadsPerCall && !broken_; ++i) {
+    ParseBuffered();
+    if (broken_) return;
+    ssize_t n;
+    size_t asked;
+    if (in_payload_) {
+      // Staging is empty: receive the payload straight into its target, and
+      // whatever follows into staging, in one call.
+      if (!InDestValid()) return;
+      rpos_ = wpos_ = 0;
+      uint32_t remaining = in_hdr_.length - in_done_;
+      iovec iov[2] = {{in_dest_ + in_done_, remaining}, {rbuf_.get(), kReadBufSize}};
+      asked = remaining + kReadBufSize;
+      n = ::readv(fd_.get(), iov, 2);
+      if (n > 0) {
+        uint32_t take = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(n), remaining));
+        in_done_ += take;
+        wpos_ = static_cast<size_t>(n) - take;
+        if (in_done_ == in_hdr_.length) FinishRequest();
+      }
+    } else {
+      if (rpos_ > 0) {
+        std::memmove(rbuf_.get(), rbuf_.get() + rpos_, wpos_ - rpos_);
+        wpos_ -= rpos_;
+        rpos_ = 0;
+      }
+      asked = kReadBufSize - wpos_;
+      n = ::recv(fd_.get(), rbuf_.get() + wpos_, asked, MSG_DONTWAIT);
+      if (n > 0) wpos_ += static_cast<size_t>(n);
+    }
+    if (n == 0) {
+      ParseBuffered();
+      Break("connection closed by peer");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      Break("receive failed: " + Errno(errno));
+      return;
+    }
+    if (static_cast<size_t>(n) < asked) break;  // drained
+  }
+  ParseBuffered();
+}
+
+void EmuConnection::ParseBuffered() {
+  while (!broken_) {
+    if (in_payload_) {
+      size_t avail = wpos_ - rpos_;
+      if (avail == 0) return;
+      if (!InDestValid()) return;
+      uint32_t take = static_cast<uint32_t>(std::min<size_t>(avail, in_hdr_.length - in_done_));
+      std::memcpy(in_dest_ + in_done_, rbuf_.get() + rpos_, take);
+      rpos_ += take;
+      in_done_ += take;
+      if (in_done_ == in_hdr_.length) FinishRequest();
+      continue;
+    }
+    if (wpos_ - rpos_ < kHdrSize) return;
+    Header h = DecodeHeader(rbuf_.get() + rpos_);
+    rpos_ += kHdrSize;
+    ProcessHeader(h);
+  }
+}
+
+void EmuConnection::ProcessHeader(const Header& h) {
+  switch (h.type) {
+    case kFrameCtrl:
+      HandleAck(h.seq);
+      if (broken_) return;
+      peer_credits_ = std::max(peer_credits_, h.addr);
+      if (h.flags & kCtrlWantCredit) peer_blocked_ = true;
+      return;
+    case kFrameNak:
+      HandleNak(h);
+      return;
+    case kFrameSend:
+    case kFrameWrite:
+    case kFrameWriteImm:
+      ProcessRequest(h);
+      return;
+    default:
+      Break("protocol error: unknown frame type " + std::to_string(h.type));
+  }
+}
+
+void EmuConnection::ProcessRequest(const Header& h) {
+  if (h.seq != in_expected_seq_) {
+    Break("protocol error: request sequence " + std::to_string(h.seq) + ", expected " +
+          std::to_string(in_expected_seq_));
+    return;
+  }
+  ++in_expected_seq_;
+  in_hdr_ = h;
+  in_done_ = 0;
+  in_dest_ = nullptr;
+  in_mr_index_ = 0;
+  if (h.type == kFrameSend || h.type == kFrameWriteImm) {
+    if (rq_.empty()) {
+      ResponderFail(h.seq, CompletionStatus::kRnrRetryExceeded, kEmuErrNoReceive,
+                    "protocol error: request arrived without a receive credit");
+      return;
+    }
+  }
+  if (h.type == kFrameSend) {
+    RecvWr& r = rq_.front();
+    if (h.length > 0) {
+      uint32_t err = r.error;
+      if (err == kEmuErrNone && r.mr_index != 0 && !mrs_->Exists(r.mr_index)) {
+        err = kEmuErrBadLkey;
+      }
+      if (err == kEmuErrNone && h.length > r.len) {
+        Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kLocalLengthError, h.length,
+                 kEmuErrRecvTooSmall);
+        rq_.pop_front();
+        ResponderFail(h.seq, CompletionStatus::kRemoteInvalidRequest, kEmuErrRecvTooSmall,
+                      "SEND of " + std::to_string(h.length) +
+                          " bytes into a receive buffer of " + std::to_string(r.len));
+        return;
+      }
+      if (err != kEmuErrNone) {
+        Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kLocalProtectionError, 0, err);
+        rq_.pop_front();
+        ResponderFail(h.seq, CompletionStatus::kRemoteInvalidRequest, kEmuErrRecvBufferInvalid,
+                      "receive buffer with an invalid lkey or access");
+        return;
+      }
+      in_dest_ = r.addr;
+      in_mr_index_ = r.mr_index;
+    }
+  } else if (h.length > 0) {  // WRITE / WRITE_IMM
+    uint32_t err = mrs_->Check(h.key, MrTable::kRkeyTag, h.addr, h.length, kAccessRemoteWrite,
+                               &in_mr_index_);
+    if (err != kEmuErrNone) {
+      ResponderFail(h.seq, CompletionStatus::kRemoteAccessError, err,
+                    "remote access error (rkey " + Hex(h.key) + ", addr " + Hex(h.addr) +
+                        ", length " + std::to_string(h.length) + ")");
+      return;
+    }
+    in_dest_ = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(h.addr));
+  }
+  if (h.length == 0) {
+    FinishRequest();
+  } else {
+    in_payload_ = true;
+  }
+}
+
+void EmuConnection::FinishRequest() {
+  in_payload_ = false;
+  in_dest_ = nullptr;
+  if (in_hdr_.type != kFrameWrite) {
+    RecvWr r = rq_.front();
+    rq_.pop_front();
+    Completion c;
+    c.wr_id = r.wr_id;
+    c.byte_len = in_hdr_.length;
+    if (in_hdr_.type == kFrameSend) {
+      c.opcode = WorkOpcode::kRecv;
+    } else {
+      c.opcode = WorkOpcode::kRecvRdmaWithImm;
+      c.has_imm = true;
+      c.imm_data = in_hdr_.imm;
+    }
+    cq_.push_back(c);
+  }
+  acked_ = in_hdr_.seq;
+}
+
+void EmuConnection::HandleAck(uint64_t count) {
+  if (count >= next_tx_seq_) {
+    Break("protocol error: ack for a request not sent");
+    return;
+  }
+  while (!sq_.empty() && sq_.front().seq <= count) {
+    const SendWr& w = sq_.front();
+    if (w.signaled) Complete(w.wr_id, w.opcode, CompletionStatus::kSuccess, w.len);
+    sq_.pop_front();
+  }
+}
+
+void EmuConnection::HandleNak(const Header& h) {
+  if (h.seq == 0 || h.seq >= next_tx_seq_) {
+    Break("protocol error: NAK for a request not sent");
+    return;
+  }
+  HandleAck(h.seq - 1);  // everything before it succeeded
+  if (broken_ || sq_.empty() || sq_.front().seq != h.seq) {
+    Break("protocol error: unexpected NAK");
+    return;
+  }
+  CompletionStatus st = h.key <= static_cast<uint32_t>(CompletionStatus::kGeneralError)
+                            ? static_cast<CompletionStatus>(h.key)
+                            : CompletionStatus::kGeneralError;
+  SendWr w = sq_.front();
+  sq_.pop_front();
+  Complete(w.wr_id, w.opcode, st, w.len, h.imm);
+  Break("peer reported " + std::string(CompletionStatusName(st)) + " for wr_id " +
+        std::to_string(w.wr_id));
+}
+
+// ---- listener / transport ---------------------------------------------------
+
+class EmuListener final : public Listener {
+ public:
+  EmuListener(UniqueFd fd, UniqueFd event_fd, uint16_t port, EmulatedOptions opts)
+      : fd_(std::move(fd)), event_fd_(std::move(event_fd)), port_(port), opts_(std::move(opts)) {}
+
+  Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
+    for (;;) {
+      if (shutdown_.load(std::memory_order_acquire)) {
+        return UnavailableError("emulated transport: listener shut down");
+      }
+      int r = WaitFd(fd_.get(), POLLIN, deadline, event_fd_.get());
+      if (r == -1) return UnavailableError("emulated transport: listener shut down");
+      if (r == 0) return DeadlineExceededError("emulated transport: accept timed out");
+      if (r < 0) return UnavailableError("emulated transport: poll failed: " + Errno(errno));
+      int cfd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (cfd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+            errno == ECONNABORTED) {
+          continue;
+        }
+        return UnavailableError("emulated transport: accept failed: " + Errno(errno));
+      }
+      UniqueFd conn(cfd);
+      SetNoDelay(cfd);
+      std::string peer = PeerName(cfd);
+      Deadline hs = Deadline::Earlier(deadline, Deadline::After(opts_.handshake_timeout));
+      NAARPC_RETURN_IF_ERROR(Handshake(cfd, peer, hs, event_fd_.get()));
+      return std::unique_ptr<Connection>(
+          new EmuConnection(std::move(conn), /*listener_side=*/true, peer, opts_));
+    }
+  }
+
+  uint16_t port() const override { return port_; }
+
+  void Shutdown() override {
+    shutdown_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    ssize_t n = ::write(event_fd_.get(), &one, sizeof(one));
+    (void)n;
+  }
+
+ private:
+  UniqueFd fd_, event_fd_;
+  uint16_t port_;
+  EmulatedOptions opts_;
+  std::atomic<bool> shutdown_{false};
+};
+
+class EmuTransport final : public Transport {
+ public:
+  explicit EmuTransport(EmulatedOptions opts) : opts_(std::move(opts)) {}
+
+  std::string_view name() const override { return "emulated"; }
+
+  Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
+                                              Deadline deadline) override {
+    if (port == 0) return InvalidArgumentError("emulated transport: Connect to port 0");
+    NAARPC_ASSIGN_OR_RETURN(sockaddr_in addr, Resolve(host, port, /*passive=*/false));
+    const std::string target = host + ":" + std::to_string(port);
+    for (int attempt = 0;; ++attempt) {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (fd.get() < 0) {
+        return ResourceExhaustedError("emulated transport: socket: " + Errno(errno));
+      }
+      int err = 0;
+      if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+        err = errno;
+        if (err == EINPROGRESS) {
+          int r = WaitFd(fd.get(), POLLOUT, deadline, -1);
+          if (r == 0) {
+            return DeadlineExceededError("emulated transport: connecting to " + target +
+                                         " timed out");
+          }
+          socklen_t len = sizeof(err);
+          if (r < 0 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+            err = errno;
+          }
+        }
+      }
+      if (err == ECONNREFUSED && attempt < opts_.connect_retries) {
+        auto wake = std::min(deadline.when(), Clock::now() + opts_.connect_retry_delay);
+        std::this_thread::sleep_until(wake);
+        if (!deadline.expired()) continue;
+      }
+      if (err != 0) {
+        return UnavailableError("emulated transport: cannot connect to " + target + ": " +
+                                Errno(err));
+      }
+      SetNoDelay(fd.get());
+      std::string peer = PeerName(fd.get());
+      NAARPC_RETURN_IF_ERROR(Handshake(fd.get(), peer, deadline, -1));
+      return std::unique_ptr<Connection>(
+          new EmuConnection(std::move(fd), /*listener_side=*/false, peer, opts_));
+    }
+  }
+
+  Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
+    NAARPC_ASSIGN_OR_RETURN(sockaddr_in addr, Resolve(host, port, /*passive=*/true));
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) return ResourceExhaustedError("emulated transport: socket: " + Errno(errno));
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return UnavailableError("emulated transport: cannot listen on " + AddrToString(addr) +
+                              ": " + Errno(errno));
+    }
+    if (::listen(fd.get(), SOMAXCONN) != 0) {
+      return UnavailableError("emulated transport: listen: " + Errno(errno));
+    }
+    sockaddr_in bound{};
+    socklen_t len = sizeof(bound);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+    UniqueFd efd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (efd.get() < 0) return ResourceExhaustedError("emulated transport: eventfd: " + Errno(errno));
+    return std::unique_ptr<Listener>(
+        new EmuListener(std::move(fd), std::move(efd), ntohs(bound.sin_port), opts_));
+  }
+
+ private:
+  EmulatedOptions opts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> NewEmulatedTransport(EmulatedOptions options) {
+  return std::make_unique<EmuTransport>(std::move(options));
+}
+
+}  // namespace naarpc
