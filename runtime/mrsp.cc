@@ -4,6 +4,12 @@
 #include <string>
 #include <type_traits>
 
+// GCC 12 with -fsanitize=address reports a false -Wmaybe-uninitialized when a
+// std::variant holding vectors is moved into Result<> (GCC PR 105562 family).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace naarpc {
 namespace {
 

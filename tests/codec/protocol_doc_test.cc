@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,7 +45,6 @@ Parsed ParseGoldenBlocks(const std::string& doc) {
   std::istringstream lines(doc);
   std::string line, name;
   std::vector<uint8_t>* cur = nullptr;
-  const std::regex data_line(R"(^\s*(\d+)\s+(.*)$)");
   while (std::getline(lines, line)) {
     if (line.rfind("golden: ", 0) == 0) {
       name = line.substr(8);
@@ -61,16 +59,16 @@ Parsed ParseGoldenBlocks(const std::string& doc) {
       continue;
     }
     if (line.rfind("off", 0) == 0) continue;  // column header
-    std::smatch m;
-    if (!std::regex_match(line, m, data_line)) {
+    // "<decimal offset>  <hex bytes...>  <description>"
+    std::istringstream toks(line);
+    std::string t;
+    if (!(toks >> t) || t.find_first_not_of("0123456789") != std::string::npos) {
       out.errors.push_back(name + ": unparsable line: " + line);
       continue;
     }
-    if (std::stoul(m[1].str()) != cur->size()) {
+    if (std::stoul(t) != cur->size()) {
       out.errors.push_back(name + ": offset column wrong in line: " + line);
     }
-    std::istringstream toks(m[2].str());
-    std::string t;
     size_t n = 0;
     while (toks >> t && IsHexByte(t)) {
       cur->push_back(uint8_t(std::stoul(t, nullptr, 16)));
