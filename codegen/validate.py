@@ -66,20 +66,18 @@ class Validator:
         top_names = {}  # generated top-level C++ names -> (service, line)
         for si, s in enumerate(doc["services"]):
             svc = self._service(s, "services[%d]" % si, doc["services"].line_of(si))
-            for gen in (svc.name + suffix for suffix in
-                        ("ClientInterface", "Client", "Service", "Error", "ErrorName",
-                         "ErrorFromStatus", "ClientOptions")):
+            generated = [svc.name + suffix for suffix in
+                         ("ClientInterface", "Client", "Service", "Error", "ErrorName",
+                          "ErrorFromStatus")] + ["Mock%sClient" % svc.name]
+            for gen in generated:
                 if gen in top_names:
                     other, oline = top_names[gen]
                     self.d.error(svc.line, "services[%d].name" % si,
                                  "service '%s' generates C++ name '%s', which service '%s' "
                                  "(line %d) also generates" % (svc.name, gen, other, oline))
                     break
-            else:
-                for gen in (svc.name + suffix for suffix in
-                            ("ClientInterface", "Client", "Service", "Error", "ErrorName",
-                             "ErrorFromStatus", "ClientOptions")):
-                    top_names[gen] = (svc.name, svc.line)
+            for gen in generated:
+                top_names.setdefault(gen, (svc.name, svc.line))
             out.services.append(svc)
         return out
 
