@@ -1,0 +1,297 @@
+// End to end through generated stubs and skeletons: every service, both wire
+// dialects, sync / async / zero-copy, application errors, kernel timeouts and
+// client deadlines, wrong argument sizes, an unknown function code.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "codegen/support/naarpc_codegen.h"
+#include "runtime/naa_server.h"
+#include "runtime/transport_factory.h"
+#include "services/accumulator/accumulator_service.h"
+#include "services/checked/checked_service.h"
+#include "services/increment/increment_service.h"
+#include "services/matrix/matrix_service.h"
+#include "services/vector/vector_service.h"
+#include "tests/services/testing.naa.h"
+
+namespace {
+
+using naarpc::Dialect;
+using naarpc::StatusCode;
+namespace vec = naarpc::services::vector;
+namespace mat = naarpc::services::matrix;
+namespace acc = naarpc::services::accumulator;
+namespace chk = naarpc::services::checked;
+namespace inc = naarpc::services::increment;
+namespace e2e = naarpc::testing::e2e;
+
+class SleepyImpl final : public e2e::SleepyService {
+ public:
+  e2e::SleepyError Sleep(const naarpc::NaaCall&, uint32_t ms, uint32_t& slept) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    slept = ms;
+    return e2e::SleepyError::kOk;
+  }
+};
+
+class ServicesTest : public ::testing::TestWithParam<Dialect> {
+ protected:
+  void SetUp() override {
+    auto t = naarpc::NewTransport("emulated");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transport_ = std::move(t).value();
+    auto h = naarpc::codegen::CompositeHandler::Create(
+        {&vector_, &matrix_, &accumulator_, &checked_, &increment_, &sleepy_});
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    handler_ = std::move(h).value();
+    auto s = naarpc::NaaServer::Start(*transport_, "127.0.0.1", 0, *handler_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    options_.session.dialect = GetParam();
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+  template <typename Client>
+  std::unique_ptr<Client> Make() {
+    return std::make_unique<Client>(*transport_, "127.0.0.1", server_->port(), options_);
+  }
+
+  vec::VectorArithServiceImpl vector_;
+  mat::MatrixServiceImpl matrix_;
+  acc::AccumulatorServiceImpl accumulator_;
+  chk::CheckedMathServiceImpl checked_;
+  inc::IncrementServiceImpl increment_;
+  SleepyImpl sleepy_;
+  std::unique_ptr<naarpc::Transport> transport_;
+  std::unique_ptr<naarpc::codegen::CompositeHandler> handler_;
+  std::unique_ptr<naarpc::NaaServer> server_;
+  naarpc::codegen::StubOptions options_;
+  std::mt19937 rng_{42};
+};
+
+std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> d(-100, 100);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST_P(ServicesTest, VectorFixedSizeRoutines) {
+  auto client = Make<vec::VectorArithClient>();
+  for (int round = 0; round < 3; ++round) {
+    auto a = RandomFloats(rng_, 1024), b = RandomFloats(rng_, 1024);
+    std::vector<float> sum(1024), diff(1024), prod(1024);
+    ASSERT_TRUE(client->Add(a, b, sum).ok());
+    ASSERT_TRUE(client->Sub(a, b, diff).ok());
+    ASSERT_TRUE(client->Mul(a, b, prod).ok());
+    for (size_t i = 0; i < 1024; ++i) {
+      ASSERT_EQ(sum[i], a[i] + b[i]);
+      ASSERT_EQ(diff[i], a[i] - b[i]);
+      ASSERT_EQ(prod[i], a[i] * b[i]);
+    }
+  }
+}
+
+TEST_P(ServicesTest, VectorVariableLengthRoutines) {
+  auto client = Make<vec::VectorArithClient>();
+  for (size_t n : {size_t{0}, size_t{1}, size_t{777}, size_t{65536}}) {
+    std::vector<double> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i) - 3.5;
+    std::vector<double> scaled = x;
+    ASSERT_TRUE(client->Scale(-2.0, &scaled).ok()) << n;
+    ASSERT_EQ(scaled.size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(scaled[i], -2.0 * x[i]);
+    double dot = -1, want = 0;
+    for (size_t i = 0; i < n; ++i) want += x[i] * scaled[i];
+    ASSERT_TRUE(client->Dot(x, scaled, &dot).ok());
+    EXPECT_EQ(dot, want);
+  }
+  std::vector<int64_t> in = {5, -1, 10, 0, 7}, sums;
+  ASSERT_TRUE(client->Prefix(in, &sums).ok());
+  EXPECT_EQ(sums, (std::vector<int64_t>{5, 4, 14, 14, 21}));
+}
+
+TEST_P(ServicesTest, KernelExceptionIsKernelFailed) {
+  auto client = Make<vec::VectorArithClient>();
+  double dot = 0;
+  naarpc::Status st = client->Dot(std::vector<double>{1, 2}, std::vector<double>{1}, &dot);
+  EXPECT_EQ(st.code(), StatusCode::kNaaError);
+  EXPECT_EQ(st.wire_code(), naarpc::kNaaStatusKernelFailed);
+  EXPECT_NE(st.message().find("KERNEL_FAILED"), std::string::npos) << st.message();
+  EXPECT_TRUE(client->Dot(std::vector<double>{2}, std::vector<double>{3}, &dot).ok());
+  EXPECT_EQ(dot, 6.0);
+}
+
+TEST_P(ServicesTest, AsyncCallsRunConcurrently) {
+  auto client = Make<vec::VectorArithClient>();
+  constexpr int kCalls = 12;
+  std::vector<std::vector<float>> as, bs, outs(kCalls, std::vector<float>(1024));
+  for (int i = 0; i < kCalls; ++i) {
+    as.push_back(RandomFloats(rng_, 1024));
+    bs.push_back(RandomFloats(rng_, 1024));
+  }
+  std::vector<std::future<naarpc::Status>> futures;
+  for (int i = 0; i < kCalls; ++i) futures.push_back(client->AddAsync(as[i], bs[i], outs[i]));
+  for (int i = 0; i < kCalls; ++i) {
+    naarpc::Status st = futures[i].get();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (size_t j = 0; j < 1024; ++j) ASSERT_EQ(outs[i][j], as[i][j] + bs[i][j]);
+  }
+  // Never more connections for Add than the pool allows.
+  EXPECT_GE(server_->connections_accepted(), 1u);
+  EXPECT_LE(server_->connections_accepted(), options_.max_sessions_per_routine);
+}
+
+TEST_P(ServicesTest, ZeroCopyCallFillsRegisteredBuffersInPlace) {
+  auto client = Make<vec::VectorArithClient>();
+  auto call = client->NewAddCall();
+  ASSERT_TRUE(call.ok()) << call.status().ToString();
+  for (int round = 1; round <= 2; ++round) {
+    std::span<float> a = call->a(), b = call->b();
+    ASSERT_EQ(a.size(), 1024u);
+    for (size_t i = 0; i < 1024; ++i) {
+      a[i] = static_cast<float>(i * round);
+      b[i] = 0.5f;
+    }
+    ASSERT_TRUE(call->Invoke().ok());
+    for (size_t i = 0; i < 1024; ++i) ASSERT_EQ(call->out()[i], static_cast<float>(i * round) + 0.5f);
+  }
+  auto scale = client->NewScaleCall();
+  ASSERT_TRUE(scale.ok());
+  scale->factor()[0] = 3.0;
+  scale->x()[0] = 1.5;
+  scale->x()[1] = -2.0;
+  scale->set_x_size(2);
+  ASSERT_TRUE(scale->Invoke().ok());
+  ASSERT_EQ(scale->x_size(), 2u);
+  EXPECT_EQ(scale->x()[0], 4.5);
+  EXPECT_EQ(scale->x()[1], -6.0);
+  scale->set_x_size(65537);
+  EXPECT_EQ(scale->Invoke().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(ServicesTest, MatrixMultiply) {
+  auto client = Make<mat::MatrixClient>();
+  std::uniform_int_distribution<int> d(-4, 4);
+  std::vector<float> a(4096), b(4096), c(4096);
+  for (float& x : a) x = static_cast<float>(d(rng_));
+  for (float& x : b) x = static_cast<float>(d(rng_));
+  ASSERT_TRUE(client->Multiply(a, b, c).ok());
+  for (size_t i = 0; i < 64; ++i) {
+    for (size_t j = 0; j < 64; ++j) {
+      float want = 0;
+      for (size_t k = 0; k < 64; ++k) want += a[i * 64 + k] * b[k * 64 + j];
+      ASSERT_EQ(c[i * 64 + j], want) << i << "," << j;
+    }
+  }
+}
+
+TEST_P(ServicesTest, AccumulatorKeepsStateInInternalRegionsPerConnection) {
+  auto client = Make<acc::AccumulatorClient>();
+  double total = 0;
+  uint64_t count = 0;
+  ASSERT_TRUE(client->Accumulate(std::vector<double>{1, 2, 3}, &total, &count).ok());
+  EXPECT_EQ(total, 6.0);
+  EXPECT_EQ(count, 3u);
+  ASSERT_TRUE(client->Accumulate(std::vector<double>{10}, &total, &count).ok());
+  EXPECT_EQ(total, 16.0);
+  EXPECT_EQ(count, 4u);
+  auto other = Make<acc::AccumulatorClient>();  // a new connection starts at zero
+  ASSERT_TRUE(other->Accumulate(std::vector<double>{5}, &total, &count).ok());
+  EXPECT_EQ(total, 5.0);
+  EXPECT_EQ(count, 1u);
+}
+
+TEST_P(ServicesTest, ApplicationErrorsAreNamed) {
+  auto client = Make<chk::CheckedMathClient>();
+  std::vector<int32_t> q;
+  naarpc::Status st = client->Divide(std::vector<int32_t>{6, 1}, std::vector<int32_t>{3, 0}, &q);
+  EXPECT_EQ(st.code(), StatusCode::kNaaError);
+  EXPECT_EQ(st.wire_code(), 0x11);
+  EXPECT_EQ(chk::CheckedMathErrorFromStatus(st), chk::CheckedMathError::kDivisionByZero);
+  EXPECT_EQ(st.message(), "CheckedMath.Divide: NAA status 0x11 DIVISION_BY_ZERO");
+
+  st = client->Divide(std::vector<int32_t>{6, 1}, std::vector<int32_t>{3}, &q);
+  EXPECT_EQ(chk::CheckedMathErrorFromStatus(st), chk::CheckedMathError::kLengthMismatch);
+  st = client->Divide(std::vector<int32_t>{INT32_MIN}, std::vector<int32_t>{-1}, &q);
+  EXPECT_EQ(chk::CheckedMathErrorFromStatus(st), chk::CheckedMathError::kOverflow);
+
+  // The session survives application errors.
+  ASSERT_TRUE(client->Divide(std::vector<int32_t>{7, -9}, std::vector<int32_t>{2, 3}, &q).ok());
+  EXPECT_EQ(q, (std::vector<int32_t>{3, -3}));
+
+  std::vector<int64_t> roots;
+  st = client->Isqrt(std::vector<int64_t>{4, -1}, &roots);
+  EXPECT_EQ(st.wire_code(), 0x13);
+  EXPECT_NE(st.message().find("NEGATIVE_INPUT"), std::string::npos);
+  ASSERT_TRUE(client->Isqrt(std::vector<int64_t>{0, 1, 15, 16, 1000000007}, &roots).ok());
+  EXPECT_EQ(roots, (std::vector<int64_t>{0, 1, 3, 4, 31622}));
+}
+
+TEST_P(ServicesTest, IncrementEveryByte) {
+  auto client = Make<inc::IncrementClient>();
+  std::vector<uint8_t> data(4096);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> before = data;
+  ASSERT_TRUE(client->IncrementBytes(data).ok());
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], uint8_t(before[i] + 1));
+}
+
+TEST_P(ServicesTest, KernelTimeoutAndClientDeadline) {
+  auto client = Make<e2e::SleepyClient>();
+  uint32_t slept = 0;
+  ASSERT_TRUE(client->Sleep(5, &slept).ok());
+  EXPECT_EQ(slept, 5u);
+  // The kernel overruns its 100 ms IDL timeout: the NAA reports 0x02.
+  naarpc::Status st = client->Sleep(400, &slept);
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  EXPECT_EQ(st.wire_code(), naarpc::kNaaStatusKernelTimeout);
+  EXPECT_NE(st.message().find("KERNEL_TIMEOUT"), std::string::npos) << st.message();
+  // A caller's deadline shorter than the kernel: the client gives up.
+  const auto start = std::chrono::steady_clock::now();
+  st = client->Sleep(80, &slept, naarpc::Deadline::After(std::chrono::milliseconds(20)));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(80));
+  // The failed session is replaced on the next call.
+  st = client->Sleep(1, &slept);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(slept, 1u);
+}
+
+TEST_P(ServicesTest, WrongSizesFailWithoutSending) {
+  auto client = Make<vec::VectorArithClient>();
+  std::vector<float> a(1023), b(1024), out(1024);
+  naarpc::Status st = client->Add(a, b, out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "VectorArith.Add: parameter 'a' needs exactly 1024 elements (f32), got 1023; "
+            "nothing was sent");
+  std::vector<double> big(65537);
+  EXPECT_EQ(client->Scale(1.0, &big).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client->AddAsync(a, b, out).get().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(server_->connections_accepted(), 0u);
+}
+
+TEST_P(ServicesTest, UnknownFunctionCodeReachesServer) {
+  auto client = Make<e2e::StrangerClient>();
+  uint32_t y = 0;
+  naarpc::Status st = client->Nobody(1, &y);
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  EXPECT_EQ(st.wire_code(), naarpc::kNaaStatusUnknownFunction);
+  EXPECT_NE(st.message().find("UNKNOWN_FUNCTION"), std::string::npos) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Dialects, ServicesTest,
+                         ::testing::Values(Dialect::kSpec, Dialect::kReference),
+                         [](const auto& info) {
+                           return info.param == Dialect::kSpec ? "Spec" : "Reference";
+                         });
+
+}  // namespace
