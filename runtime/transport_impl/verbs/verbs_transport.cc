@@ -110,6 +110,11 @@ class EventFd {
     ssize_t n = write(fd_, &one, sizeof(one));
     (void)n;
   }
+  void Drain() const {
+    uint64_t v;
+    ssize_t n = read(fd_, &v, sizeof(v));
+    (void)n;
+  }
 
  private:
   int fd_;
@@ -358,7 +363,7 @@ class VerbsConnection final : public Connection {
 
   Status PostSend(std::span<const SendRequest> requests) override {
     if (requests.empty()) return Status::Ok();
-    if (down_) return DisconnectedError("PostSend: " + DownReason());
+    if (IsDown()) return DisconnectedError("PostSend: " + DownReason());
     std::vector<ibv_send_wr> wrs(requests.size());
     std::vector<ibv_sge> sges(requests.size());
     uint64_t seq = next_send_seq_;
@@ -409,7 +414,7 @@ class VerbsConnection final : public Connection {
   }
 
   Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override {
-    if (down_) return DisconnectedError("PostRecv: " + DownReason());
+    if (IsDown()) return DisconnectedError("PostRecv: " + DownReason());
     ibv_sge sge{buffer.addr, buffer.length, buffer.lkey};
     ibv_recv_wr wr{};
     wr.wr_id = kRecvBit | next_recv_seq_;
@@ -441,6 +446,7 @@ class VerbsConnection final : public Connection {
     for (;;) {
       NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
       if (n > 0) return n;
+      if (disconnect_requested_.load() && !down_) MarkDown("connection closed locally");
       HandleCmEvents();
       Deadline wait = deadline;
       if (down_) {
@@ -458,9 +464,11 @@ class VerbsConnection final : public Connection {
         continue;
       }
       if (deadline.expired()) return size_t{0};
-      pollfd fds[2] = {{core_->comp_channel->fd, POLLIN, 0},
-                       {core_->channel->fd, POLLIN, 0}};
-      int rc = poll(fds, 2, wait.PollTimeoutMs());
+      pollfd fds[3] = {{core_->comp_channel->fd, POLLIN, 0},
+                       {core_->channel->fd, POLLIN, 0},
+                       {wake_.fd(), POLLIN, 0}};
+      int rc = poll(fds, 3, wait.PollTimeoutMs());
+      if (fds[2].revents & POLLIN) wake_.Drain();
       if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("poll", errno));
       if (fds[0].revents & POLLIN) {
         ibv_cq* ev_cq = nullptr;
@@ -479,12 +487,12 @@ class VerbsConnection final : public Connection {
 
   uint32_t max_inline_data() const override { return core_->max_inline; }
 
+  // Also safe from another thread: wakes a blocked PollCompletions.
   Status Disconnect() override {
-    if (!local_disconnected_) {
-      local_disconnected_ = true;
+    if (!disconnect_requested_.exchange(true)) {
       // Moves the QP to ERR (flushing outstanding work) and sends DREQ.
-      if (!peer_gone_) rdma_disconnect(core_->id.get());
-      MarkDown("connection closed locally");
+      if (!disconnect_sent_.exchange(true)) rdma_disconnect(core_->id.get());
+      wake_.Signal();
     }
     return Status::Ok();
   }
@@ -503,10 +511,13 @@ class VerbsConnection final : public Connection {
     uint64_t user_wr_id;
   };
 
+  bool IsDown() const { return down_ || disconnect_requested_.load(); }
+
   bool Outstanding() const { return signaled_pending_ > 0 || !recvs_.empty(); }
 
   std::string DownReason() const {
-    return "connection to " + peer_ + " is down: " + down_reason_;
+    return "connection to " + peer_ + " is down: " +
+           (down_ ? down_reason_ : std::string("connection closed locally"));
   }
 
   void MarkDown(std::string reason) {
@@ -526,8 +537,7 @@ class VerbsConnection final : public Connection {
         case RDMA_CM_EVENT_DISCONNECTED:
         case RDMA_CM_EVENT_TIMEWAIT_EXIT:
         case RDMA_CM_EVENT_DEVICE_REMOVAL:
-          if (!local_disconnected_ && !peer_gone_) {
-            peer_gone_ = true;
+          if (!disconnect_sent_.exchange(true)) {
             // Completes the DREQ/DREP exchange and moves the QP to ERR so
             // outstanding work is flushed.
             rdma_disconnect(core_->id.get());
@@ -603,8 +613,10 @@ class VerbsConnection final : public Connection {
   size_t signaled_pending_ = 0;
   bool armed_ = false;
   bool down_ = false;
-  bool peer_gone_ = false;
-  bool local_disconnected_ = false;
+  // Cross-thread: Disconnect() may run while another thread polls.
+  std::atomic<bool> disconnect_sent_{false};  // rdma_disconnect done (either side)
+  std::atomic<bool> disconnect_requested_{false};
+  EventFd wake_;
   std::string down_reason_;
   Deadline flush_deadline_ = Deadline::Infinite();
 };

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
+# perftest over rxe0 for reference. Usage: guest_suite.sh VERBS_TEST [E2E_TEST]
+set -uo pipefail
+verbs_test="$1"
+e2e_test="${2:-}"
+addr="${NAARPC_TEST_ADDRESS:?set by rxe-vm}"
+failed=0
+
+section() { printf '\n===== %s =====\n' "$*"; }
+run() {  # run NAME CMD...: records a failure, keeps going
+  local name="$1"; shift
+  section "$name"
+  if ! "$@"; then echo "FAILED: $name"; failed=1; fi
+}
+# gtest run that must pass something; with --no-skip, a skip is a failure
+# (the verbs transport tests must not skip where rxe0 exists).
+gtest() {
+  local no_skip=0 out rc
+  [[ "$1" == --no-skip ]] && { no_skip=1; shift; }
+  out="$(mktemp)"
+  "$@" 2>&1 | tee "$out"; rc=${PIPESTATUS[0]}
+  if ((no_skip)) && grep -q '^\[  SKIPPED \]' "$out"; then echo "unexpected skipped tests"; rc=1; fi
+  if ! grep -q '^\[  PASSED  \] [1-9]' "$out"; then echo "no passed tests"; rc=1; fi
+  rm -f "$out"
+  return "$rc"
+}
+
+section "RDMA devices"
+ibv_devices
+rdma link
+[[ -e /sys/class/infiniband/rxe0 ]] || { echo "rxe0 missing"; exit 1; }
+
+run "verbs transport tests" gtest --no-skip "$verbs_test"
+if [[ -n "$e2e_test" ]]; then
+  # Some verbs cases skip by design (fault injection is emulated-only).
+  run "e2e tests (verbs cases)" gtest "$e2e_test" --gtest_filter='*verbs*:*Verbs*'
+fi
+
+# perftest over rdma_cm (-R), loopback on rxe0: figures for reference only
+# (software RDMA in an emulated CPU), but the runs must succeed.
+perf() {  # perf TOOL ARGS...: server in the background, then the client
+  local tool="$1"; shift
+  "$tool" -d rxe0 -R "$@" >/tmp/"$tool".server.log 2>&1 &
+  local server=$!
+  sleep 1
+  local rc=0
+  timeout 120 "$tool" -d rxe0 -R "$@" "$addr" || rc=$?
+  wait "$server" || rc=$?
+  ((rc == 0)) || cat /tmp/"$tool".server.log
+  return "$rc"
+}
+run "ib_write_lat (rxe0, rdma_cm)" perf ib_write_lat -s 64 -n 2000
+run "ib_write_bw (rxe0, rdma_cm)" perf ib_write_bw -s 65536 -n 2000 --report_gbits
+
+section "result"
+if ((failed)); then echo "guest suite FAILED"; exit 1; fi
+echo "guest suite passed"
