@@ -7,10 +7,11 @@
 //   SEND      seq, length, payload
 //   WRITE     seq, length, addr = remote address, key = rkey, payload
 //   WRITE_IMM as WRITE plus imm
-//   CTRL      seq = requests processed so far (cumulative ack),
-//             addr = receives posted so far (cumulative credits),
-//             flags: kCtrlWantCredit (sender is blocked on credits)
+//   CTRL      seq = requests processed so far (cumulative ack)
 //   NAK       seq = failed request, key = CompletionStatus, imm = vendor_err
+//   RNR_NAK   seq = request that found no posted receive (all before it
+//             were processed). The target drops every later request until
+//             the sender retransmits from seq (go-back-N, as on RC).
 //
 // Request sequence numbers start at 1 and increase by one per work request.
 #include "runtime/transport_impl/emulated/emulated_transport.h"
@@ -59,8 +60,8 @@ enum FrameType : uint8_t {
   kFrameWriteImm = 3,
   kFrameCtrl = 4,
   kFrameNak = 5,
+  kFrameRnrNak = 6,
 };
-constexpr uint8_t kCtrlWantCredit = 0x01;
 
 // ---- encoding -------------------------------------------------------------
 
@@ -377,8 +378,8 @@ class EmuConnection final : public Connection {
     uint32_t corrupt_off = UINT32_MAX;
     CompletionStatus fail = CompletionStatus::kSuccess;  // local failure
     uint32_t vendor_err = 0;
+    int rnr_retries = 0;
     Clock::time_point not_before{};
-    std::optional<Clock::time_point> rnr_deadline;
   };
   struct RecvWr {
     uint64_t wr_id = 0;
@@ -394,13 +395,11 @@ class EmuConnection final : public Connection {
     uint32_t corrupt_off = UINT32_MAX;
     uint8_t corrupt_byte = 0;
     bool is_ctrl = false;
+    uint64_t seq = 0;  // request frames only
     uint64_t sent = 0;
     uint64_t total() const { return kHdrSize + len; }
   };
 
-  static bool NeedsReceive(WorkOpcode op) {
-    return op == WorkOpcode::kSend || op == WorkOpcode::kRdmaWriteWithImm;
-  }
   Status DownError() const {
     return DisconnectedError("emulated transport: connection to " + peer_ +
                              " is down: " + broken_reason_);
@@ -437,6 +436,8 @@ class EmuConnection final : public Connection {
   void FinishRequest();
   void HandleAck(uint64_t count);
   void HandleNak(const Header& h);
+  void HandleRnrNak(const Header& h);
+  void QueueUrgent(OutFrame f);
   bool InDestValid();
 
   const UniqueFd fd_;
@@ -456,15 +457,12 @@ class EmuConnection final : public Connection {
   std::deque<SendWr> sq_;
   uint64_t next_seq_ = 1;     // seq of the next posted WR
   uint64_t next_tx_seq_ = 1;  // next WR to put into outq_
-  uint64_t peer_credits_ = 0;  // receives the peer has posted (cumulative)
-  uint64_t credits_used_ = 0;
+  // After an RNR NAK: no request leaves before this time.
+  std::optional<Clock::time_point> rnr_pause_until_;
 
   std::deque<OutFrame> outq_;
-  // Control state; CTRL frames carry it when it changed.
-  uint64_t acked_ = 0, sent_acked_ = 0;                // requests processed
-  uint64_t recvs_posted_ = 0, sent_recvs_posted_ = 0;  // our credits
-  bool want_credit_ = false;  // tell the peer we are blocked on credits
-  bool peer_blocked_ = false;  // the peer is blocked on our credits
+  // Requests processed (cumulative ack) and the value last queued in a CTRL.
+  uint64_t acked_ = 0, sent_acked_ = 0;
 
   std::deque<RecvWr> rq_;
 
@@ -472,6 +470,7 @@ class EmuConnection final : public Connection {
   std::unique_ptr<uint8_t[]> rbuf_;
   size_t rpos_ = 0, wpos_ = 0;
   uint64_t in_expected_seq_ = 1;
+  bool in_rnr_ = false;  // NAKed in_expected_seq_ for RNR: drop until it is resent
   bool in_payload_ = false;
   Header in_hdr_;
   uint8_t* in_dest_ = nullptr;
@@ -518,9 +517,6 @@ Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
                           kAccessLocalWrite, &r.mr_index);
   }
   rq_.push_back(r);
-  ++recvs_posted_;
-  // The peer waits for a credit: tell it now rather than at the next poll.
-  if (peer_blocked_) Push();
   return Status::Ok();
 }
 
@@ -606,7 +602,7 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
     if (broken_) return DownError();
     Pump();
     if (!cq_.empty() || broken_) continue;
-    const bool want_out = Push();  // also flushes coalesced acks/credits
+    const bool want_out = Push();  // also flushes coalesced acks
     if (broken_) continue;
     Clock::time_point wake = deadline.when();
     if (auto t = NextTimer()) wake = std::min(wake, *t);
@@ -687,30 +683,16 @@ void EmuConnection::Pump() {
     if (!now) now = Clock::now();
     return *now;
   };
+  if (rnr_pause_until_) {
+    if (next_tx_seq_ < next_seq_ && Now() < *rnr_pause_until_) return;
+    rnr_pause_until_.reset();
+  }
   while (next_tx_seq_ < next_seq_) {
     SendWr& w = WrAt(next_tx_seq_);
     if (w.fail != CompletionStatus::kSuccess) break;
     if (w.delayed) {
       if (Now() < w.not_before) break;
       w.delayed = false;
-    }
-    if (NeedsReceive(w.opcode)) {
-      if (peer_credits_ <= credits_used_) {
-        if (!w.rnr_deadline) {
-          if (opts_.rnr_retry_count < 0) {
-            w.rnr_deadline = Clock::time_point::max();
-          } else {
-            w.rnr_deadline = Now() + opts_.rnr_delay * opts_.rnr_retry_count;
-          }
-          want_credit_ = true;
-        }
-        if (Now() >= *w.rnr_deadline) {
-          w.fail = CompletionStatus::kRnrRetryExceeded;
-          w.vendor_err = kEmuErrNoReceive;
-        }
-        break;
-      }
-      ++credits_used_;
     }
     EnqueueFrame(w);
     ++next_tx_seq_;
@@ -728,10 +710,10 @@ void EmuConnection::Pump() {
 
 std::optional<Clock::time_point> EmuConnection::NextTimer() const {
   if (broken_ || next_tx_seq_ >= next_seq_) return std::nullopt;
+  if (rnr_pause_until_) return rnr_pause_until_;
   const SendWr& w = sq_[next_tx_seq_ - sq_.front().seq];
-  if (w.fail != CompletionStatus::kSuccess) return std::nullopt;
-  if (w.delayed) return w.not_before;
-  return w.rnr_deadline;
+  if (w.fail == CompletionStatus::kSuccess && w.delayed) return w.not_before;
+  return std::nullopt;
 }
 
 void EmuConnection::EnqueueFrame(const SendWr& w) {
@@ -750,6 +732,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   EncodeHeader(h, f.hdr);
   f.payload = w.payload;
   f.len = w.len;
+  f.seq = w.seq;
   if (w.corrupt_off < w.len) {
     f.corrupt_off = w.corrupt_off;
     f.corrupt_byte = static_cast<uint8_t>(w.payload[w.corrupt_off] ^ 0xff);
@@ -757,34 +740,33 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   outq_.push_back(f);
 }
 
-// Queues a CTRL frame if acks/credits changed: an unsent one is updated in
-// place, else a new one goes ahead of all request frames not yet started.
+// Puts a small frame ahead of every frame not yet started.
+void EmuConnection::QueueUrgent(OutFrame f) {
+  size_t pos = 0;
+  while (pos < outq_.size() && (outq_[pos].sent > 0 || outq_[pos].seq == 0)) ++pos;
+  outq_.insert(outq_.begin() + static_cast<std::ptrdiff_t>(pos), f);
+}
+
+// Queues a CTRL frame if the ack changed (an unsent one is updated in place;
+// acks are cumulative, so one frame covers many requests).
 void EmuConnection::UpdateCtrl() {
-  if (acked_ == sent_acked_ && recvs_posted_ == sent_recvs_posted_ && !want_credit_) return;
+  if (acked_ == sent_acked_) return;
   Header h;
   h.type = kFrameCtrl;
   h.seq = acked_;
-  h.addr = recvs_posted_;
-  OutFrame* f = nullptr;
-  for (size_t i = 0; i < outq_.size() && i < 2; ++i) {
-    if (outq_[i].is_ctrl && outq_[i].sent == 0) {
-      f = &outq_[i];
-      break;
+  sent_acked_ = acked_;
+  for (OutFrame& f : outq_) {
+    if (f.sent > 0) continue;
+    if (f.seq != 0) break;  // control frames precede unstarted request frames
+    if (f.is_ctrl) {
+      EncodeHeader(h, f.hdr);
+      return;
     }
   }
-  if (f != nullptr) {
-    h.flags = f->hdr[1];  // keep a pending want-credit flag
-  } else {
-    size_t pos = (!outq_.empty() && outq_.front().sent > 0) ? 1 : 0;
-    f = &*outq_.insert(outq_.begin() + static_cast<std::ptrdiff_t>(pos), OutFrame{});
-    f->is_ctrl = true;
-  }
-  if (want_credit_) h.flags |= kCtrlWantCredit;
-  EncodeHeader(h, f->hdr);
-  if (recvs_posted_ != sent_recvs_posted_) peer_blocked_ = false;
-  sent_acked_ = acked_;
-  sent_recvs_posted_ = recvs_posted_;
-  want_credit_ = false;
+  OutFrame f;
+  f.is_ctrl = true;
+  EncodeHeader(h, f.hdr);
+  QueueUrgent(f);
 }
 
 // Writes as much of the output queue as the socket takes. Returns true if
@@ -863,7 +845,7 @@ void EmuConnection::ReadInput() {
     if (broken_) return;
     ssize_t n;
     size_t asked;
-    if (in_payload_) {
+    if (in_payload_ && in_dest_ != nullptr) {
       // Staging is empty: receive the payload straight into its target, and
       // whatever follows into staging, in one call.
       if (!InDestValid()) return;
@@ -911,7 +893,7 @@ void EmuConnection::ParseBuffered() {
       if (avail == 0) return;
       if (!InDestValid()) return;
       uint32_t take = static_cast<uint32_t>(std::min<size_t>(avail, in_hdr_.length - in_done_));
-      std::memcpy(in_dest_ + in_done_, rbuf_.get() + rpos_, take);
+      if (in_dest_ != nullptr) std::memcpy(in_dest_ + in_done_, rbuf_.get() + rpos_, take);
       rpos_ += take;
       in_done_ += take;
       if (in_done_ == in_hdr_.length) FinishRequest();
@@ -928,12 +910,12 @@ void EmuConnection::ProcessHeader(const Header& h) {
   switch (h.type) {
     case kFrameCtrl:
       HandleAck(h.seq);
-      if (broken_) return;
-      peer_credits_ = std::max(peer_credits_, h.addr);
-      if (h.flags & kCtrlWantCredit) peer_blocked_ = true;
       return;
     case kFrameNak:
       HandleNak(h);
+      return;
+    case kFrameRnrNak:
+      HandleRnrNak(h);
       return;
     case kFrameSend:
     case kFrameWrite:
@@ -946,23 +928,35 @@ void EmuConnection::ProcessHeader(const Header& h) {
 }
 
 void EmuConnection::ProcessRequest(const Header& h) {
+  in_hdr_ = h;
+  in_done_ = 0;
+  in_dest_ = nullptr;
+  in_mr_index_ = 0;
+  const bool retransmitted = in_rnr_ && h.seq == in_expected_seq_;
+  if (in_rnr_ && h.seq > in_expected_seq_) {  // sent before our RNR NAK: drop
+    in_payload_ = h.length > 0;
+    if (!in_payload_) in_hdr_.type = 0;
+    return;
+  }
   if (h.seq != in_expected_seq_) {
     Break("protocol error: request sequence " + std::to_string(h.seq) + ", expected " +
           std::to_string(in_expected_seq_));
     return;
   }
-  ++in_expected_seq_;
-  in_hdr_ = h;
-  in_done_ = 0;
-  in_dest_ = nullptr;
-  in_mr_index_ = 0;
-  if (h.type == kFrameSend || h.type == kFrameWriteImm) {
-    if (rq_.empty()) {
-      ResponderFail(h.seq, CompletionStatus::kRnrRetryExceeded, kEmuErrNoReceive,
-                    "protocol error: request arrived without a receive credit");
-      return;
-    }
+  if (retransmitted) in_rnr_ = false;
+  if ((h.type == kFrameSend || h.type == kFrameWriteImm) && rq_.empty()) {
+    // RNR: NAK it, drop its payload and everything after it until resent.
+    OutFrame f;
+    Header nak;
+    nak.type = kFrameRnrNak;
+    nak.seq = h.seq;
+    EncodeHeader(nak, f.hdr);
+    QueueUrgent(f);
+    in_rnr_ = true;
+    in_payload_ = h.length > 0;
+    return;
   }
+  ++in_expected_seq_;
   if (h.type == kFrameSend) {
     RecvWr& r = rq_.front();
     if (h.length > 0) {
@@ -1010,6 +1004,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
 void EmuConnection::FinishRequest() {
   in_payload_ = false;
   in_dest_ = nullptr;
+  if (in_rnr_ || in_hdr_.type == 0) return;  // a dropped request
   if (in_hdr_.type != kFrameWrite) {
     RecvWr r = rq_.front();
     rq_.pop_front();
@@ -1058,6 +1053,39 @@ void EmuConnection::HandleNak(const Header& h) {
   Complete(w.wr_id, w.opcode, st, w.len, h.imm);
   Break("peer reported " + std::string(CompletionStatusName(st)) + " for wr_id " +
         std::to_string(w.wr_id));
+}
+
+void EmuConnection::HandleRnrNak(const Header& h) {
+  if (h.seq == 0 || h.seq >= next_tx_seq_) {
+    Break("protocol error: RNR NAK for a request not sent");
+    return;
+  }
+  HandleAck(h.seq - 1);
+  if (broken_ || sq_.empty() || sq_.front().seq != h.seq) {
+    Break("protocol error: unexpected RNR NAK");
+    return;
+  }
+  SendWr& w = sq_.front();
+  if (opts_.rnr_retry_count >= 0 && w.rnr_retries >= opts_.rnr_retry_count) {
+    SendWr failed = w;
+    sq_.pop_front();
+    Complete(failed.wr_id, failed.opcode, CompletionStatus::kRnrRetryExceeded, failed.len,
+             kEmuErrNoReceive);
+    Break("RNR retry exceeded on wr_id " + std::to_string(failed.wr_id) +
+          " (no receive posted at the peer)");
+    return;
+  }
+  ++w.rnr_retries;
+  // Go back: drop request frames not started yet, resend from h.seq later.
+  for (size_t i = 0; i < outq_.size();) {
+    if (outq_[i].seq != 0 && outq_[i].sent == 0) {
+      outq_.erase(outq_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  next_tx_seq_ = h.seq;
+  rnr_pause_until_ = Clock::now() + opts_.rnr_delay;
 }
 
 // ---- listener / transport ---------------------------------------------------

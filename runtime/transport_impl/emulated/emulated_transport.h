@@ -7,14 +7,15 @@
 //    is polled, a connection makes progress (receives, lands RDMA writes,
 //    acknowledges, pushes queued bytes) only inside PollCompletions and
 //    PostSend on it (PostRecv only queues). A target therefore acknowledges
-//    work, and its posted receives become known to the peer, only while
-//    someone calls PollCompletions/PostSend on it; the protocol engine always
-//    polls while it waits. Acknowledgements and receive credits are coalesced
-//    and leave with the next outgoing bytes or before PollCompletions blocks.
-//  * RNR. Posted receives are advertised to the peer as credits. A SEND or
-//    WRITE_WITH_IMM that finds no credit waits (with every later WR, to keep
-//    order) up to rnr_retry_count * rnr_delay, then fails with
-//    kRnrRetryExceeded; the sender's own options apply.
+//    work only while someone calls PollCompletions/PostSend on it; the
+//    protocol engine always polls while it waits. Acknowledgements are
+//    coalesced and leave with the next outgoing bytes or before
+//    PollCompletions blocks.
+//  * RNR. A SEND or WRITE_WITH_IMM that the target processes while it has no
+//    receive posted is NAKed; the sender resends it (and everything after it,
+//    go-back-N) rnr_delay later, up to rnr_retry_count times, then fails it
+//    with kRnrRetryExceeded. The sender's options apply. A receive posted
+//    before the target next polls is therefore always in time.
 //  * Error state. As on an RC QP, any error completion (other than kFlushed)
 //    on either side moves the connection to the error state: the failed WR
 //    completes with its error, all other outstanding work of both queues
@@ -47,8 +48,9 @@ namespace naarpc {
 
 struct EmulatedOptions {
   // RNR: a SEND / WRITE_WITH_IMM that finds no posted receive is retried
-  // this many times, `rnr_delay` apart, then fails with kRnrRetryExceeded.
-  // A negative count retries forever (ibverbs' rnr_retry = 7).
+  // this many times, `rnr_delay` after each RNR NAK, then fails with
+  // kRnrRetryExceeded. A negative count retries forever (ibverbs'
+  // rnr_retry = 7).
   int rnr_retry_count = 6;
   std::chrono::microseconds rnr_delay{1000};
   // Connect retries when the server refuses (not listening yet), like the

@@ -1,0 +1,1170 @@
+#include "runtime/transport_impl/emulated/emulated_transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace naarpc {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTimeout = 10s;
+
+// ---- helpers ----------------------------------------------------------------
+
+struct Pair {
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> client;  // connecting side
+  std::unique_ptr<Connection> server;  // accepted side
+};
+
+Pair MakePair(Transport& t) {
+  Pair p;
+  auto l = t.Listen("127.0.0.1", 0);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  if (!l.ok()) return p;
+  p.listener = std::move(*l);
+  std::optional<Result<std::unique_ptr<Connection>>> accepted;
+  std::thread th([&] { accepted.emplace(p.listener->Accept(Deadline::After(kTimeout))); });
+  auto c = t.Connect("localhost", p.listener->port(), Deadline::After(kTimeout));
+  th.join();
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(accepted->ok()) << accepted->status().ToString();
+  if (c.ok()) p.client = std::move(*c);
+  if (accepted->ok()) p.server = std::move(**accepted);
+  return p;
+}
+
+// A buffer registered on one connection.
+struct Buf {
+  std::vector<uint8_t> data;
+  std::unique_ptr<MemoryRegion> mr;
+
+  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(data.data()) + off; }
+  LocalBuffer local(size_t off, uint32_t len) const { return {addr(off), len, mr->lkey()}; }
+  LocalBuffer all() const { return local(0, static_cast<uint32_t>(data.size())); }
+};
+
+Buf Reg(Connection& c, size_t n, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite,
+        uint8_t fill = 0) {
+  Buf b;
+  b.data.assign(n, fill);
+  auto mr = c.RegisterMemory(b.data.data(), n, access);
+  EXPECT_TRUE(mr.ok()) << mr.status().ToString();
+  if (mr.ok()) b.mr = std::move(*mr);
+  return b;
+}
+
+void FillPattern(std::vector<uint8_t>& v, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+}
+
+SendRequest Send(uint64_t wr_id, LocalBuffer local, bool signaled = true) {
+  SendRequest r;
+  r.wr_id = wr_id;
+  r.opcode = WorkOpcode::kSend;
+  r.local = local;
+  r.signaled = signaled;
+  return r;
+}
+
+SendRequest Write(uint64_t wr_id, LocalBuffer local, uint64_t raddr, uint32_t rkey,
+                  bool signaled = true) {
+  SendRequest r;
+  r.wr_id = wr_id;
+  r.opcode = WorkOpcode::kRdmaWrite;
+  r.local = local;
+  r.remote_addr = raddr;
+  r.rkey = rkey;
+  r.signaled = signaled;
+  return r;
+}
+
+SendRequest WriteImm(uint64_t wr_id, LocalBuffer local, uint64_t raddr, uint32_t rkey,
+                     uint32_t imm, bool signaled = true) {
+  SendRequest r = Write(wr_id, local, raddr, rkey, signaled);
+  r.opcode = WorkOpcode::kRdmaWriteWithImm;
+  r.imm_data = imm;
+  return r;
+}
+
+Status Post(Connection& c, std::initializer_list<SendRequest> reqs) {
+  std::vector<SendRequest> v(reqs);
+  return c.PostSend(v);
+}
+
+// One side of a single-threaded test: collects completions.
+struct Side {
+  explicit Side(Connection* conn) : c(conn) {}
+  Connection* c;
+  std::vector<Completion> got;
+  std::optional<Status> down;  // the error PollCompletions returned, if any
+
+  void Step(std::chrono::microseconds wait) {
+    if (down) return;
+    Completion buf[16];
+    auto r = c->PollCompletions(buf, Deadline::After(wait));
+    if (!r.ok()) {
+      down = r.status();
+      return;
+    }
+    got.insert(got.end(), buf, buf + *r);
+  }
+};
+
+// Polls the sides in turn until cond() holds; false on timeout.
+bool RunUntil(std::initializer_list<Side*> sides, const std::function<bool()>& cond,
+              std::chrono::milliseconds timeout = kTimeout) {
+  auto end = Clock::now() + timeout;
+  while (!cond()) {
+    if (Clock::now() > end) return false;
+    for (Side* s : sides) s->Step(1ms);
+  }
+  return true;
+}
+
+// Polls `c` (own thread) until n completions arrived or an error/timeout.
+std::vector<Completion> PollN(Connection& c, size_t n, std::chrono::milliseconds timeout = kTimeout) {
+  std::vector<Completion> got;
+  Deadline d = Deadline::After(timeout);
+  while (got.size() < n) {
+    Completion buf[16];
+    auto r = c.PollCompletions(std::span<Completion>(buf, std::min<size_t>(16, n - got.size())), d);
+    if (!r.ok()) {
+      ADD_FAILURE() << "PollCompletions: " << r.status().ToString();
+      break;
+    }
+    if (*r == 0) {
+      ADD_FAILURE() << "timed out with " << got.size() << " of " << n << " completions";
+      break;
+    }
+    got.insert(got.end(), buf, buf + *r);
+  }
+  return got;
+}
+
+// Polls until kDisconnected; returns the completions seen before.
+std::vector<Completion> PollUntilDown(Connection& c, std::chrono::milliseconds timeout = kTimeout) {
+  std::vector<Completion> got;
+  Deadline d = Deadline::After(timeout);
+  for (;;) {
+    Completion buf[16];
+    auto r = c.PollCompletions(buf, d);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kDisconnected) << r.status().ToString();
+      return got;
+    }
+    if (*r == 0) {
+      ADD_FAILURE() << "connection did not go down in time";
+      return got;
+    }
+    got.insert(got.end(), buf, buf + *r);
+  }
+}
+
+FaultRule Rule(std::optional<bool> listener_side, std::optional<WorkOpcode> opcode,
+               std::optional<uint64_t> sequence, FaultAction action) {
+  FaultRule r;
+  r.listener_side = listener_side;
+  r.opcode = opcode;
+  r.sequence = sequence;
+  r.action = action;
+  return r;
+}
+
+EmulatedOptions FastRnr() {
+  EmulatedOptions o;
+  o.rnr_retry_count = 3;
+  o.rnr_delay = 20ms;
+  return o;
+}
+
+// ---- connection set-up --------------------------------------------------------
+
+TEST(EmulatedTransport, ConnectAcceptAndKeys) {
+  auto t = NewEmulatedTransport();
+  EXPECT_EQ(t->name(), "emulated");
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  EXPECT_NE(p.listener->port(), 0);
+  EXPECT_NE(p.client->peer_name().find("127.0.0.1"), std::string::npos);
+  EXPECT_NE(p.server->peer_name().find("127.0.0.1"), std::string::npos);
+
+  Buf a = Reg(*p.client, 64), b = Reg(*p.client, 64), c = Reg(*p.server, 64);
+  std::vector<uint32_t> keys = {a.mr->lkey(), a.mr->rkey(), b.mr->lkey(), b.mr->rkey()};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_NE(keys[i], 0u);
+    for (size_t j = i + 1; j < keys.size(); ++j) EXPECT_NE(keys[i], keys[j]);
+  }
+  EXPECT_EQ(a.mr->addr(), a.data.data());
+  EXPECT_EQ(a.mr->length(), 64u);
+  EXPECT_EQ(a.mr->remote_addr(), a.addr());
+
+  uint8_t x[8];
+  EXPECT_EQ(p.client->RegisterMemory(x, 8, kAccessRemoteWrite).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(p.client->RegisterMemory(x, 8, 0x100).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(p.client->RegisterMemory(x, 8, 0).ok());
+}
+
+TEST(EmulatedTransport, ConnectRefusedIsUnavailable) {
+  EmulatedOptions o;
+  o.connect_retries = 0;
+  auto t = NewEmulatedTransport(o);
+  uint16_t port;
+  {
+    auto l = t->Listen("127.0.0.1", 0);
+    ASSERT_TRUE(l.ok());
+    port = (*l)->port();
+  }  // closed: nobody listens there now
+  auto start = Clock::now();
+  auto c = t->Connect("127.0.0.1", port, Deadline::After(kTimeout));
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
+  EXPECT_LT(Clock::now() - start, 2s);
+}
+
+TEST(EmulatedTransport, ConnectRetriesUntilServerListens) {
+  EmulatedOptions o;
+  o.connect_retries = 100;
+  o.connect_retry_delay = 10ms;
+  auto t = NewEmulatedTransport(o);
+  uint16_t port;
+  {
+    auto l = t->Listen("127.0.0.1", 0);
+    ASSERT_TRUE(l.ok());
+    port = (*l)->port();
+  }
+  std::optional<Result<std::unique_ptr<Connection>>> c;
+  std::thread th([&] { c.emplace(t->Connect("127.0.0.1", port, Deadline::After(kTimeout))); });
+  std::this_thread::sleep_for(50ms);  // the server starts late on purpose
+  auto l = t->Listen("127.0.0.1", port);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  auto s = (*l)->Accept(Deadline::After(kTimeout));
+  th.join();
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(c->ok()) << c->status().ToString();
+}
+
+TEST(EmulatedTransport, ListenerShutdownUnblocksAccept) {
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("0.0.0.0", 0);
+  ASSERT_TRUE(l.ok());
+  std::promise<Status> result;
+  std::atomic<bool> started{false};
+  std::thread th([&] {
+    started = true;
+    result.set_value((*l)->Accept(Deadline::Infinite()).status());
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);  // let it block (the test holds either way)
+  auto start = Clock::now();
+  (*l)->Shutdown();
+  auto fut = result.get_future();
+  ASSERT_EQ(fut.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(fut.get().code(), StatusCode::kUnavailable);
+  EXPECT_LT(Clock::now() - start, 1s);
+  th.join();
+  // Later calls fail at once too.
+  EXPECT_EQ((*l)->Accept(Deadline::Infinite()).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(EmulatedTransport, AcceptDeadline) {
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  auto start = Clock::now();
+  EXPECT_EQ((*l)->Accept(Deadline::After(30ms)).status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GE(Clock::now() - start, 30ms);
+}
+
+// A raw socket speaking a foreign hello.
+int RawConnect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+TEST(EmulatedTransport, HelloWithBadMagicIsAProtocolError) {
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  int fd = RawConnect((*l)->port());
+  const char junk[16] = "GET / HTTP/1.0\n";
+  ASSERT_EQ(::send(fd, junk, 16, 0), 16);
+  auto s = (*l)->Accept(Deadline::After(kTimeout));
+  EXPECT_EQ(s.status().code(), StatusCode::kProtocolError);
+  EXPECT_NE(s.status().message().find("not an emulated-transport peer"), std::string::npos)
+      << s.status().message();
+  ::close(fd);
+}
+
+TEST(EmulatedTransport, HelloVersionMismatchIsAProtocolError) {
+  auto t = NewEmulatedTransport();
+  // A fake server answering with version 99.
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(lfd, 1), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread th([&] {
+    int fd = ::accept(lfd, nullptr, nullptr);
+    uint8_t hello[16] = {0x45, 0x45, 0x41, 0x4e, 99, 0};  // magic "NAEE" LE, version 99
+    (void)!::send(fd, hello, 16, 0);
+    uint8_t in[16];
+    (void)!::recv(fd, in, 16, MSG_WAITALL);
+    ::close(fd);
+  });
+  auto c = t->Connect("127.0.0.1", ntohs(a.sin_port), Deadline::After(kTimeout));
+  th.join();
+  ::close(lfd);
+  EXPECT_EQ(c.status().code(), StatusCode::kProtocolError);
+  EXPECT_NE(c.status().message().find("version mismatch"), std::string::npos)
+      << c.status().message();
+}
+
+// ---- SEND / RECV ----------------------------------------------------------------
+
+TEST(EmulatedTransport, SendRecvInOrder) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf rx = Reg(*p.server, 4 * 64);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(p.server->PostRecv(100 + i, rx.local(i * 64, 64)).ok());
+  Buf tx = Reg(*p.client, 4 * 64);
+  for (int i = 0; i < 4; ++i) std::memset(&tx.data[i * 64], 'a' + i, 64);
+  ASSERT_TRUE(Post(*p.client, {Send(1, tx.local(0, 10)), Send(2, tx.local(64, 20)),
+                               Send(3, tx.local(128, 0))})
+                  .ok());
+  ASSERT_TRUE(Post(*p.client, {Send(4, tx.local(192, 64))}).ok());
+
+  Side c{p.client.get()}, s{p.server.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 4 && s.got.size() == 4; }));
+  const uint32_t lens[4] = {10, 20, 0, 64};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(s.got[i].wr_id, 100u + i);
+    EXPECT_EQ(s.got[i].opcode, WorkOpcode::kRecv);
+    EXPECT_EQ(s.got[i].status, CompletionStatus::kSuccess);
+    EXPECT_EQ(s.got[i].byte_len, lens[i]);
+    EXPECT_FALSE(s.got[i].has_imm);
+    EXPECT_EQ(c.got[i].wr_id, 1u + i);
+    EXPECT_EQ(c.got[i].opcode, WorkOpcode::kSend);
+    EXPECT_EQ(c.got[i].status, CompletionStatus::kSuccess);
+  }
+  EXPECT_EQ(rx.data[0], 'a');
+  EXPECT_EQ(rx.data[9], 'a');
+  EXPECT_EQ(rx.data[10], 0);  // only 10 bytes landed
+  EXPECT_EQ(rx.data[64 + 19], 'b');
+  EXPECT_EQ(rx.data[64 + 20], 0);
+  EXPECT_EQ(rx.data[128], 0);
+  EXPECT_EQ(rx.data[192 + 63], 'd');
+  EXPECT_FALSE(c.down || s.down);
+}
+
+TEST(EmulatedTransport, ManyPipelinedMessagesWithRecycledReceives) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr int kMsgs = 20000, kRecvs = 32, kSize = 16;
+  Buf rx = Reg(*p.server, kRecvs * kSize);
+  for (int i = 0; i < kRecvs; ++i) ASSERT_TRUE(p.server->PostRecv(i, rx.local(i * kSize, kSize)).ok());
+  std::atomic<bool> client_done{false};
+  std::thread server([&] {
+    for (int n = 0; n < kMsgs;) {
+      Completion cs[16];
+      auto r = p.server->PollCompletions(cs, Deadline::After(kTimeout));
+      ASSERT_TRUE(r.ok() && *r > 0);
+      for (size_t i = 0; i < *r; ++i, ++n) {
+        ASSERT_EQ(cs[i].status, CompletionStatus::kSuccess);
+        const int slot = static_cast<int>(cs[i].wr_id);
+        ASSERT_EQ(slot, n % kRecvs);
+        uint32_t v;
+        std::memcpy(&v, &rx.data[slot * kSize], 4);
+        ASSERT_EQ(v, static_cast<uint32_t>(n));
+        ASSERT_TRUE(p.server->PostRecv(slot, rx.local(slot * kSize, kSize)).ok());
+      }
+    }
+    // Keep acknowledging until the client saw its last completion.
+    Completion c[1];
+    while (!client_done) {
+      auto r = p.server->PollCompletions(c, Deadline::After(1ms));
+      ASSERT_TRUE(r.ok());
+      ASSERT_EQ(*r, 0u);
+    }
+  });
+  Buf tx = Reg(*p.client, kMsgs * 4);
+  int signaled = 0;
+  for (int i = 0; i < kMsgs; ++i) {
+    uint32_t v = static_cast<uint32_t>(i);
+    std::memcpy(&tx.data[i * 4], &v, 4);
+    bool sig = (i % 64 == 63) || i == kMsgs - 1;
+    signaled += sig;
+    ASSERT_TRUE(Post(*p.client, {Send(i, tx.local(i * 4, 4), sig)}).ok());
+  }
+  auto got = PollN(*p.client, signaled, 30s);
+  client_done = true;
+  server.join();
+  ASSERT_EQ(got.size(), static_cast<size_t>(signaled));
+  for (int i = 0; i < signaled; ++i) {
+    EXPECT_EQ(got[i].status, CompletionStatus::kSuccess);
+    EXPECT_EQ(got[i].wr_id, static_cast<uint64_t>(i == signaled - 1 ? kMsgs - 1 : i * 64 + 63));
+  }
+}
+
+TEST(EmulatedTransport, ReceiveTooSmallIsALengthError) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf rx = Reg(*p.server, 16);
+  ASSERT_TRUE(p.server->PostRecv(7, rx.local(0, 8)).ok());
+  ASSERT_TRUE(p.server->PostRecv(8, rx.local(8, 8)).ok());
+  Buf tx = Reg(*p.client, 16, kAccessLocalWrite, 0xab);
+  ASSERT_TRUE(Post(*p.client, {Send(1, tx.local(0, 16))}).ok());
+  auto sc = PollUntilDown(*p.server);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 7u);
+  EXPECT_EQ(sc[0].status, CompletionStatus::kLocalLengthError);
+  EXPECT_EQ(sc[1].wr_id, 8u);
+  EXPECT_EQ(sc[1].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(rx.data[0], 0);
+  auto cc = PollUntilDown(*p.client);
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].wr_id, 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kRemoteInvalidRequest);
+  EXPECT_EQ(cc[0].vendor_err, kEmuErrRecvTooSmall);
+}
+
+// ---- RDMA WRITE ------------------------------------------------------------------
+
+TEST(EmulatedTransport, WriteThenWriteWithImmVisibleAtImmCompletion) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 8192);
+  ASSERT_TRUE(p.server->PostRecv(55, LocalBuffer{}).ok());
+  Buf src = Reg(*p.client, 8192);
+  FillPattern(src.data, 1);
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 4096), target.addr(0), target.mr->rkey(),
+                                     /*signaled=*/false),
+                               WriteImm(2, src.local(4096, 100), target.addr(4096),
+                                        target.mr->rkey(), 0xdeadbeef)})
+                  .ok());
+  auto sc = PollN(*p.server, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 55u);
+  EXPECT_EQ(sc[0].opcode, WorkOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(sc[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(sc[0].has_imm);
+  EXPECT_EQ(sc[0].imm_data, 0xdeadbeefu);
+  EXPECT_EQ(sc[0].byte_len, 100u);
+  EXPECT_EQ(0, std::memcmp(target.data.data(), src.data.data(), 4096 + 100));
+  EXPECT_EQ(target.data[4196], 0);
+
+  // The server acks while it polls (for nothing).
+  Side s{p.server.get()};
+  Side c{p.client.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 1; }));
+  EXPECT_EQ(c.got[0].wr_id, 2u);  // the unsignaled WRITE produced no completion
+  EXPECT_EQ(c.got[0].opcode, WorkOpcode::kRdmaWriteWithImm);
+  EXPECT_EQ(c.got[0].status, CompletionStatus::kSuccess);
+  // A plain WRITE produces no completion at the target.
+  ASSERT_TRUE(Post(*p.client, {Write(3, src.local(0, 16), target.addr(100), target.mr->rkey())}).ok());
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 2; }));
+  EXPECT_EQ(c.got[1].wr_id, 3u);
+  EXPECT_EQ(c.got[1].opcode, WorkOpcode::kRdmaWrite);
+  s.Step(20ms);
+  EXPECT_TRUE(s.got.empty());
+  EXPECT_FALSE(s.down);
+}
+
+TEST(EmulatedTransport, ZeroLengthWritesAreLegal) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 64);
+  ASSERT_TRUE(p.server->PostRecv(9, LocalBuffer{}).ok());
+  ASSERT_TRUE(Post(*p.client, {Write(1, LocalBuffer{}, 0, 0),
+                               WriteImm(2, LocalBuffer{}, target.addr(), target.mr->rkey(), 42)})
+                  .ok());
+  Side c{p.client.get()}, s{p.server.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 2 && s.got.size() == 1; }));
+  EXPECT_EQ(c.got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(c.got[1].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(s.got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(s.got[0].byte_len, 0u);
+  EXPECT_EQ(s.got[0].imm_data, 42u);
+}
+
+enum class Violation { kBadRkey, kLkeyAsRkey, kBeyondEnd, kBeforeStart, kNoRemoteWrite, kDeregistered };
+
+class RemoteAccessTest : public ::testing::TestWithParam<Violation> {};
+
+TEST_P(RemoteAccessTest, WriterGetsRemoteAccessErrorAndTargetIsUntouched) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 256, GetParam() == Violation::kNoRemoteWrite
+                                       ? kAccessLocalWrite
+                                       : kAccessLocalWrite | kAccessRemoteWrite,
+                   0x11);
+  ASSERT_TRUE(p.server->PostRecv(77, LocalBuffer{}).ok());
+  uint64_t raddr = target.addr();
+  uint32_t rkey = target.mr->rkey(), len = 64;
+  uint32_t vendor = kEmuErrBadRkey;
+  switch (GetParam()) {
+    case Violation::kBadRkey: rkey ^= 0x100; break;
+    case Violation::kLkeyAsRkey: rkey = target.mr->lkey(); break;
+    case Violation::kBeyondEnd: raddr = target.addr(256 - 63); vendor = kEmuErrRemoteBounds; break;
+    case Violation::kBeforeStart: raddr = target.addr() - 1; vendor = kEmuErrRemoteBounds; break;
+    case Violation::kNoRemoteWrite: vendor = kEmuErrNoRemoteWrite; break;
+    case Violation::kDeregistered: target.mr.reset(); break;
+  }
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0xee);
+  ASSERT_TRUE(Post(*p.client, {WriteImm(1, src.local(0, len), raddr, rkey, 5, /*signaled=*/false),
+                               Send(2, src.local(0, 1))})
+                  .ok());
+  std::vector<Completion> sc;
+  std::thread server([&] { sc = PollUntilDown(*p.server); });
+  auto cc = PollUntilDown(*p.client);
+  server.join();
+  ASSERT_EQ(cc.size(), 2u);
+  EXPECT_EQ(cc[0].wr_id, 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kRemoteAccessError);
+  EXPECT_EQ(cc[0].vendor_err, vendor);
+  EXPECT_EQ(cc[1].wr_id, 2u);
+  EXPECT_EQ(cc[1].status, CompletionStatus::kFlushed);
+  ASSERT_EQ(sc.size(), 1u);  // the receive is flushed, not consumed
+  EXPECT_EQ(sc[0].wr_id, 77u);
+  EXPECT_EQ(sc[0].status, CompletionStatus::kFlushed);
+  for (uint8_t b : target.data) ASSERT_EQ(b, 0x11);
+  // Both sides are in the error state now.
+  EXPECT_EQ(p.client->PostSend(std::vector<SendRequest>{Send(3, src.local(0, 1))}).code(),
+            StatusCode::kDisconnected);
+  EXPECT_EQ(p.server->PostRecv(1, LocalBuffer{}).code(), StatusCode::kDisconnected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Violations, RemoteAccessTest,
+                         ::testing::Values(Violation::kBadRkey, Violation::kLkeyAsRkey,
+                                           Violation::kBeyondEnd, Violation::kBeforeStart,
+                                           Violation::kNoRemoteWrite, Violation::kDeregistered));
+
+TEST(EmulatedTransport, WriteToLastByteOfRegionIsAllowed) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 256);
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x3c);
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 64), target.addr(192), target.mr->rkey())}).ok());
+  Side c{p.client.get()}, s{p.server.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return !c.got.empty(); }));
+  EXPECT_EQ(c.got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(target.data[191], 0);
+  EXPECT_EQ(target.data[192], 0x3c);
+  EXPECT_EQ(target.data[255], 0x3c);
+}
+
+TEST(EmulatedTransport, BadLkeyIsALocalProtectionError) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf src = Reg(*p.client, 64);
+  Buf target = Reg(*p.server, 64);
+  LocalBuffer bad = src.local(0, 64);
+  bad.lkey = src.mr->rkey();
+  LocalBuffer oob = src.local(32, 64);
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey(), false),
+                               Write(2, bad, target.addr(), target.mr->rkey(), false),
+                               Write(3, oob, target.addr(), target.mr->rkey())})
+                  .ok());
+  Side s{p.server.get()};
+  std::thread server([&] { RunUntil({&s}, [&] { return s.down.has_value(); }); });
+  auto cc = PollUntilDown(*p.client);
+  server.join();
+  ASSERT_EQ(cc.size(), 2u);
+  EXPECT_EQ(cc[0].wr_id, 2u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kLocalProtectionError);
+  EXPECT_EQ(cc[1].wr_id, 3u);
+  EXPECT_EQ(cc[1].status, CompletionStatus::kFlushed);
+}
+
+TEST(EmulatedTransport, UnsignaledErrorsStillComplete) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 64);
+  Buf src = Reg(*p.client, 64);
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey(), false),
+                               Write(2, src.local(0, 8), target.addr(), 0xbad, false)})
+                  .ok());
+  Side s{p.server.get()};
+  std::thread server([&] { RunUntil({&s}, [&] { return s.down.has_value(); }); });
+  auto cc = PollUntilDown(*p.client);
+  server.join();
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].wr_id, 2u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kRemoteAccessError);
+}
+
+// ---- RNR ------------------------------------------------------------------------
+
+TEST(EmulatedTransport, RnrRetryExceededWithoutReceive) {
+  auto t = NewEmulatedTransport(FastRnr());  // 3 retries x 20 ms
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf src = Reg(*p.client, 64);
+  Buf target = Reg(*p.server, 64);
+  auto start = Clock::now();
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey()),
+                               Send(2, src.local(0, 8)), Send(3, src.local(0, 8))})
+                  .ok());
+  Side s{p.server.get()};
+  std::thread server([&] { RunUntil({&s}, [&] { return s.down.has_value(); }); });
+  auto cc = PollUntilDown(*p.client);
+  auto elapsed = Clock::now() - start;
+  server.join();
+  ASSERT_EQ(cc.size(), 3u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(cc[1].wr_id, 2u);
+  EXPECT_EQ(cc[1].status, CompletionStatus::kRnrRetryExceeded);
+  EXPECT_EQ(cc[2].status, CompletionStatus::kFlushed);
+  EXPECT_GE(elapsed, 60ms);
+  EXPECT_LT(elapsed, 5s);
+  EXPECT_EQ(target.data[0], 0);  // WRITE of zeros; still zero, but it landed
+  EXPECT_TRUE(s.got.empty());
+}
+
+TEST(EmulatedTransport, RnrSucceedsWhenReceiveIsPostedInTime) {
+  EmulatedOptions o;
+  o.rnr_retry_count = 100;
+  o.rnr_delay = 10ms;  // 1 s budget
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x5d);
+  Buf rx = Reg(*p.server, 64);
+  ASSERT_TRUE(Post(*p.client, {Send(1, src.local(0, 8))}).ok());
+  std::thread server([&] {
+    // Nothing can arrive without a receive: the poll times out (the late
+    // receive is the point of this test).
+    Completion c[4];
+    auto r = p.server->PollCompletions(c, Deadline::After(50ms));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, 0u);
+    ASSERT_TRUE(p.server->PostRecv(10, rx.local(0, 64)).ok());
+    auto got = PollN(*p.server, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+    EXPECT_EQ(got[0].byte_len, 8u);
+    p.server->PollCompletions(c, Deadline::After(20ms)).status().IgnoreError();  // ack
+  });
+  auto cc = PollN(*p.client, 1);
+  server.join();
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(rx.data[7], 0x5d);
+}
+
+TEST(EmulatedTransport, WriteWithImmAlsoNeedsAReceive) {
+  auto t = NewEmulatedTransport(FastRnr());
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 1);
+  Buf target = Reg(*p.server, 64);
+  ASSERT_TRUE(Post(*p.client, {WriteImm(1, src.local(0, 8), target.addr(), target.mr->rkey(), 3)}).ok());
+  Side s{p.server.get()};
+  std::thread server([&] { RunUntil({&s}, [&] { return s.down.has_value(); }); });
+  auto cc = PollUntilDown(*p.client);
+  server.join();
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kRnrRetryExceeded);
+  EXPECT_EQ(target.data[0], 0);  // nothing landed
+}
+
+// ---- deadlines / disconnects ---------------------------------------------------------
+
+TEST(EmulatedTransport, DeadlineExpiryReturnsZeroCompletions) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Completion c[4];
+  auto start = Clock::now();
+  auto r = p.client->PollCompletions(c, Deadline::After(50ms));
+  auto elapsed = Clock::now() - start;
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 0u);
+  EXPECT_GE(elapsed, 50ms);
+  EXPECT_LT(elapsed, 2s);
+  // An already expired deadline still makes progress (non-blocking poll).
+  Buf rx = Reg(*p.server, 8);
+  ASSERT_TRUE(p.server->PostRecv(1, rx.local(0, 8)).ok());
+  Buf tx = Reg(*p.client, 8, kAccessLocalWrite, 4);
+  ASSERT_TRUE(Post(*p.client, {Send(2, tx.local(0, 8))}).ok());
+  std::vector<Completion> got;
+  for (int i = 0; i < 1000 && got.empty(); ++i) {
+    r = p.server->PollCompletions(c, Deadline::After(0ms));
+    ASSERT_TRUE(r.ok());
+    got.insert(got.end(), c, c + *r);
+  }
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(p.client->PollCompletions({}, Deadline::After(0ms)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(EmulatedTransport, DisconnectFlushesAndIsIdempotent) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf rx = Reg(*p.client, 64);
+  ASSERT_TRUE(p.client->PostRecv(1, rx.local(0, 64)).ok());
+  ASSERT_TRUE(p.client->PostRecv(2, rx.local(0, 64)).ok());
+  Buf srx = Reg(*p.server, 64);
+  ASSERT_TRUE(p.server->PostRecv(3, srx.local(0, 64)).ok());
+  EXPECT_TRUE(p.client->Disconnect().ok());
+  EXPECT_TRUE(p.client->Disconnect().ok());
+  auto cc = PollUntilDown(*p.client);
+  ASSERT_EQ(cc.size(), 2u);
+  EXPECT_EQ(cc[0].wr_id, 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(cc[1].wr_id, 2u);
+  // Keeps returning kDisconnected.
+  Completion c[1];
+  EXPECT_EQ(p.client->PollCompletions(c, Deadline::Infinite()).status().code(),
+            StatusCode::kDisconnected);
+  EXPECT_EQ(p.client->PostRecv(4, rx.local(0, 64)).code(), StatusCode::kDisconnected);
+  auto start = Clock::now();
+  auto sc = PollUntilDown(*p.server);
+  EXPECT_LT(Clock::now() - start, 2s);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, CompletionStatus::kFlushed);
+  EXPECT_TRUE(p.client->Disconnect().ok());
+}
+
+TEST(EmulatedTransport, DisconnectFromAnotherThreadUnblocksPoll) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  std::promise<std::vector<Completion>> done;
+  Buf rx = Reg(*p.server, 64);
+  ASSERT_TRUE(p.server->PostRecv(5, rx.local(0, 64)).ok());
+  std::thread th([&] { done.set_value(PollUntilDown(*p.server, 60s)); });
+  std::this_thread::sleep_for(20ms);  // let it block (the test holds either way)
+  auto start = Clock::now();
+  EXPECT_TRUE(p.server->Disconnect().ok());
+  auto fut = done.get_future();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  EXPECT_LT(Clock::now() - start, 1s);
+  auto got = fut.get();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
+  th.join();
+  PollUntilDown(*p.client, 2s);
+}
+
+TEST(EmulatedTransport, PeerDisconnectMidTransferFlushesPromptly) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr size_t kBig = 64 << 20;
+  Buf target = Reg(*p.server, kBig);
+  Buf src = Reg(*p.client, kBig);
+  Buf rx = Reg(*p.client, 64);
+  ASSERT_TRUE(p.client->PostRecv(9, rx.local(0, 64)).ok());
+  // The server never polls, so the transfer stalls once the socket buffers
+  // are full; then the server goes away.
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.all(), target.addr(), target.mr->rkey()),
+                               Write(2, src.local(0, 1), target.addr(), target.mr->rkey())})
+                  .ok());
+  std::promise<std::vector<Completion>> done;
+  std::promise<void> polling;
+  std::thread th([&] {
+    Completion c[1];
+    auto r = p.client->PollCompletions(c, Deadline::After(30ms));
+    EXPECT_TRUE(r.ok() && *r == 0);  // still stuck mid-transfer
+    polling.set_value();
+    done.set_value(PollUntilDown(*p.client));
+  });
+  polling.get_future().wait();
+  auto start = Clock::now();
+  p.server.reset();
+  auto fut = done.get_future();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  EXPECT_LT(Clock::now() - start, 2s);
+  auto got = fut.get();
+  th.join();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(got[1].wr_id, 2u);
+  EXPECT_EQ(got[1].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(got[2].wr_id, 9u);
+  EXPECT_EQ(got[2].opcode, WorkOpcode::kRecv);
+  EXPECT_EQ(got[2].status, CompletionStatus::kFlushed);
+}
+
+TEST(EmulatedTransport, RegionDeregisteredWhileDataArrives) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr size_t kBig = 32 << 20;
+  Buf target = Reg(*p.server, kBig);
+  Buf src = Reg(*p.client, kBig, kAccessLocalWrite, 0x77);
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.all(), target.addr(), target.mr->rkey())}).ok());
+  std::thread client([&] {
+    auto cc = PollUntilDown(*p.client);
+    ASSERT_EQ(cc.size(), 1u);
+    EXPECT_EQ(cc[0].status, CompletionStatus::kRemoteAccessError);
+    EXPECT_EQ(cc[0].vendor_err, kEmuErrRegionGone);
+  });
+  // Poll until the first bytes landed, then deregister mid-write.
+  Completion c[1];
+  for (int i = 0; i < 10000 && target.data[0] == 0; ++i) {
+    auto r = p.server->PollCompletions(c, Deadline::After(0ms));
+    ASSERT_TRUE(r.ok());
+  }
+  ASSERT_EQ(target.data[0], 0x77);
+  ASSERT_NE(target.data[kBig - 1], 0x77);  // not complete yet
+  target.mr.reset();
+  PollUntilDown(*p.server);
+  client.join();
+}
+
+// ---- big transfers ----------------------------------------------------------------
+
+TEST(EmulatedTransport, BigTransfersKeepIntegrity) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr size_t kBig = 64 << 20, kSendSize = 8 << 20;
+  Buf target = Reg(*p.server, kBig);
+  Buf rx = Reg(*p.server, kSendSize);
+  ASSERT_TRUE(p.server->PostRecv(1, LocalBuffer{}).ok());
+  ASSERT_TRUE(p.server->PostRecv(2, rx.all()).ok());
+  Buf src = Reg(*p.client, kBig);
+  FillPattern(src.data, 7);
+  std::thread server([&] {
+    auto got = PollN(*p.server, 2, 60s);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
+    EXPECT_EQ(got[0].byte_len, kBig);
+    EXPECT_EQ(got[1].opcode, WorkOpcode::kRecv);
+    EXPECT_EQ(got[1].byte_len, kSendSize);
+    Completion c[1];
+    p.server->PollCompletions(c, Deadline::After(0ms)).status().IgnoreError();  // ack
+  });
+  ASSERT_TRUE(Post(*p.client, {WriteImm(1, src.all(), target.addr(), target.mr->rkey(), 1),
+                               Send(2, src.local(kBig - kSendSize, kSendSize))})
+                  .ok());
+  auto cc = PollN(*p.client, 2, 60s);
+  server.join();
+  ASSERT_EQ(cc.size(), 2u);
+  EXPECT_EQ(cc[1].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(target.data == src.data);
+  EXPECT_EQ(0, std::memcmp(rx.data.data(), &src.data[kBig - kSendSize], kSendSize));
+}
+
+TEST(EmulatedTransport, TwoPeersWritingLargeDataAtOnceDoNotDeadlock) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr size_t kBig = 64 << 20;
+  Connection* conns[2] = {p.client.get(), p.server.get()};
+  Buf src[2], dst[2];
+  for (int i = 0; i < 2; ++i) {
+    src[i] = Reg(*conns[i], kBig);
+    FillPattern(src[i].data, 100 + i);
+    dst[i] = Reg(*conns[i], kBig);
+    ASSERT_TRUE(conns[i]->PostRecv(1, LocalBuffer{}).ok());
+  }
+  // Exchange addresses out of band (same process).
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      const Buf& remote = dst[1 - i];
+      ASSERT_TRUE(Post(*conns[i], {Write(1, src[i].local(0, kBig / 2), remote.addr(),
+                                         remote.mr->rkey(), false),
+                                   WriteImm(2, src[i].local(kBig / 2, kBig / 2),
+                                            remote.addr(kBig / 2), remote.mr->rkey(), i)})
+                      .ok());
+      auto got = PollN(*conns[i], 2, 60s);  // own send + peer's write-with-imm
+      ASSERT_EQ(got.size(), 2u);
+      for (const Completion& c : got) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
+      // Keep acking until the peer is done too.
+      Completion c[1];
+      conns[i]->PollCompletions(c, Deadline::After(50ms)).status().IgnoreError();
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(dst[1].data == src[0].data);
+  EXPECT_TRUE(dst[0].data == src[1].data);
+}
+
+// ---- fault injection -------------------------------------------------------------------
+
+TEST(EmulatedTransport, FaultDropConnection) {
+  auto faults = std::make_shared<ScriptedFaultInjector>();
+  faults->AddRule(Rule(false, std::nullopt, 1, FaultAction::Drop()));
+  EmulatedOptions o;
+  o.faults = faults;
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf rx = Reg(*p.server, 64);
+  ASSERT_TRUE(p.server->PostRecv(1, rx.local(0, 64)).ok());
+  ASSERT_TRUE(p.server->PostRecv(2, rx.local(0, 64)).ok());
+  Buf tx = Reg(*p.client, 64, kAccessLocalWrite, 9);
+  Side c{p.client.get()}, s{p.server.get()};
+  ASSERT_TRUE(Post(*p.client, {Send(10, tx.local(0, 4))}).ok());
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 1 && s.got.size() == 1; }));
+  ASSERT_TRUE(Post(*p.client, {Send(11, tx.local(0, 4)), Send(12, tx.local(0, 4))}).ok());
+  EXPECT_EQ(faults->injected(), 1u);
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.down && s.down; }, 5s));
+  EXPECT_EQ(c.down->code(), StatusCode::kDisconnected);
+  EXPECT_EQ(s.down->code(), StatusCode::kDisconnected);
+  ASSERT_EQ(c.got.size(), 3u);
+  EXPECT_EQ(c.got[1].wr_id, 11u);
+  EXPECT_EQ(c.got[1].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(c.got[2].wr_id, 12u);
+  EXPECT_EQ(c.got[2].status, CompletionStatus::kFlushed);
+  ASSERT_EQ(s.got.size(), 2u);
+  EXPECT_EQ(s.got[1].wr_id, 2u);
+  EXPECT_EQ(s.got[1].status, CompletionStatus::kFlushed);
+}
+
+TEST(EmulatedTransport, FaultDelayKeepsOrder) {
+  auto faults = std::make_shared<ScriptedFaultInjector>(std::vector<FaultRule>{
+      Rule(false, WorkOpcode::kRdmaWrite, std::nullopt, FaultAction::Delay(100ms))});
+  EmulatedOptions o;
+  o.faults = faults;
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 64);
+  ASSERT_TRUE(p.server->PostRecv(1, LocalBuffer{}).ok());
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x42);
+  Side c{p.client.get()}, s{p.server.get()};
+  auto start = Clock::now();
+  ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey()),
+                               WriteImm(2, src.local(0, 8), target.addr(8), target.mr->rkey(), 0)})
+                  .ok());
+  EXPECT_LT(Clock::now() - start, 50ms);  // PostSend does not block
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return s.got.size() == 1; }));
+  EXPECT_GE(Clock::now() - start, 100ms);
+  EXPECT_EQ(target.data[0], 0x42);  // the delayed WRITE landed before the imm
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 2; }));
+  EXPECT_EQ(c.got[0].wr_id, 1u);
+  EXPECT_EQ(c.got[1].wr_id, 2u);
+  auto seen = faults->seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].sequence, 0u);
+  EXPECT_EQ(seen[0].length, 8u);
+  EXPECT_EQ(seen[1].sequence, 1u);
+  EXPECT_FALSE(seen[1].is_listener_side);
+}
+
+TEST(EmulatedTransport, FaultCorruptFlipsOneByteOnTheWire) {
+  auto faults = std::make_shared<ScriptedFaultInjector>(
+      std::vector<FaultRule>{Rule(true, std::nullopt, std::nullopt, FaultAction::Corrupt(5))});
+  EmulatedOptions o;
+  o.faults = faults;
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  // Server -> client this time (the rule matches the accepted side).
+  Buf target = Reg(*p.client, 64);
+  Buf src = Reg(*p.server, 64);
+  FillPattern(src.data, 3);
+  const std::vector<uint8_t> orig = src.data;
+  ASSERT_TRUE(Post(*p.server, {Write(1, src.local(0, 64), target.addr(), target.mr->rkey())}).ok());
+  Side c{p.client.get()}, s{p.server.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return s.got.size() == 1; }));
+  EXPECT_EQ(s.got[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(src.data == orig);  // the sender's memory is untouched
+  for (size_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(target.data[i], i == 5 ? (orig[i] ^ 0xff) : orig[i]) << i;
+  }
+  EXPECT_EQ(faults->injected(), 1u);
+}
+
+// ---- a real second process --------------------------------------------------------------
+
+// Child: echo server. Each SEND carries {addr u64, rkey u32} + data; the data
+// is written back reversed with WRITE_WITH_IMM (imm = data length).
+[[noreturn]] void RunEchoChild(int port_pipe) {
+  alarm(30);  // never outlive a hung test
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("127.0.0.1", 0);
+  if (!l.ok()) _exit(10);
+  uint16_t port = (*l)->port();
+  if (::write(port_pipe, &port, sizeof(port)) != sizeof(port)) _exit(11);
+  auto cr = (*l)->Accept(Deadline::After(kTimeout));
+  if (!cr.ok()) _exit(12);
+  Connection& c = **cr;
+  constexpr size_t kMax = 16 << 20;
+  std::vector<uint8_t> in(kMax + 12), out(kMax);
+  auto min = c.RegisterMemory(in.data(), in.size(), kAccessLocalWrite);
+  auto mout = c.RegisterMemory(out.data(), out.size(), kAccessLocalWrite);
+  if (!min.ok() || !mout.ok()) _exit(13);
+  if (!c.PostRecv(0, {reinterpret_cast<uintptr_t>(in.data()), static_cast<uint32_t>(in.size()),
+                      (*min)->lkey()})
+           .ok()) {
+    _exit(14);
+  }
+  for (;;) {
+    Completion comp[4];
+    auto r = c.PollCompletions(comp, Deadline::After(kTimeout));
+    if (!r.ok()) _exit(r.status().code() == StatusCode::kDisconnected ? 0 : 15);
+    for (size_t i = 0; i < *r; ++i) {
+      if (comp[i].status == CompletionStatus::kFlushed) continue;  // parent left
+      if (comp[i].status != CompletionStatus::kSuccess) _exit(16);
+      if (comp[i].opcode != WorkOpcode::kRecv) continue;
+      uint64_t addr;
+      uint32_t rkey;
+      std::memcpy(&addr, in.data(), 8);
+      std::memcpy(&rkey, in.data() + 8, 4);
+      uint32_t n = comp[i].byte_len - 12;
+      for (uint32_t k = 0; k < n; ++k) out[k] = in[12 + n - 1 - k];
+      // Post the next receive before replying (as the NAA does).
+      if (!c.PostRecv(0, {reinterpret_cast<uintptr_t>(in.data()),
+                          static_cast<uint32_t>(in.size()), (*min)->lkey()})
+               .ok()) {
+        _exit(17);
+      }
+      SendRequest w = WriteImm(1, {reinterpret_cast<uintptr_t>(out.data()), n, (*mout)->lkey()},
+                               addr, rkey, n, /*signaled=*/false);
+      if (!c.PostSend(std::span<const SendRequest>(&w, 1)).ok()) _exit(18);
+    }
+  }
+}
+
+TEST(EmulatedTransport, CrossProcessEcho) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    RunEchoChild(fds[1]);
+  }
+  ::close(fds[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(::read(fds[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ::close(fds[0]);
+
+  auto t = NewEmulatedTransport();
+  auto cr = t->Connect("127.0.0.1", port, Deadline::After(kTimeout));
+  ASSERT_TRUE(cr.ok()) << cr.status().ToString();
+  Connection& c = **cr;
+  Buf msg = Reg(c, (16 << 20) + 12, kAccessLocalWrite);
+  Buf back = Reg(c, 16 << 20);
+  const uint32_t sizes[] = {1, 100, 4096, 1 << 20, 16 << 20, 7};
+  for (uint32_t n : sizes) {
+    uint64_t a = back.addr();
+    uint32_t k = back.mr->rkey();
+    std::memcpy(msg.data.data(), &a, 8);
+    std::memcpy(msg.data.data() + 8, &k, 4);
+    for (uint32_t i = 0; i < n; ++i) msg.data[12 + i] = static_cast<uint8_t>(i * 7 + n);
+    ASSERT_TRUE(c.PostRecv(n, LocalBuffer{}).ok());
+    ASSERT_TRUE(Post(c, {Send(n, msg.local(0, n + 12))}).ok());
+    auto got = PollN(c, 2, 30s);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].opcode, WorkOpcode::kSend);
+    EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+    EXPECT_EQ(got[1].opcode, WorkOpcode::kRecvRdmaWithImm);
+    EXPECT_EQ(got[1].imm_data, n);
+    EXPECT_EQ(got[1].byte_len, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_EQ(back.data[i], msg.data[12 + n - 1 - i]) << "size " << n << " byte " << i;
+    }
+  }
+  EXPECT_TRUE(c.Disconnect().ok());
+  int status = 0;
+  for (int i = 0; i < 1000 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "child did not exit";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(EmulatedTransport, PeerProcessKilledMidTransfer) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    alarm(30);
+    auto t = NewEmulatedTransport();
+    auto l = t->Listen("127.0.0.1", 0);
+    if (!l.ok()) _exit(10);
+    uint64_t port = (*l)->port();
+    if (::write(fds[1], &port, sizeof(port)) != sizeof(port)) _exit(11);
+    static std::vector<uint8_t> target(64 << 20);
+    auto c = (*l)->Accept(Deadline::After(kTimeout));
+    if (!c.ok()) _exit(12);
+    auto mr = (**c).RegisterMemory(target.data(), target.size(),
+                                   kAccessLocalWrite | kAccessRemoteWrite);
+    if (!mr.ok()) _exit(13);
+    uint64_t info[2] = {reinterpret_cast<uintptr_t>(target.data()), (*mr)->rkey()};
+    if (::write(fds[1], info, sizeof(info)) != sizeof(info)) _exit(14);
+    for (;;) pause();  // never polls; gets killed
+  }
+  ::close(fds[1]);
+  uint64_t port = 0, info[2] = {};
+  ASSERT_EQ(::read(fds[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  auto t = NewEmulatedTransport();
+  auto cr = t->Connect("127.0.0.1", static_cast<uint16_t>(port), Deadline::After(kTimeout));
+  ASSERT_TRUE(cr.ok()) << cr.status().ToString();
+  ASSERT_EQ(::read(fds[0], info, sizeof(info)), static_cast<ssize_t>(sizeof(info)));
+  ::close(fds[0]);
+  Connection& c = **cr;
+  Buf src = Reg(c, 64 << 20);
+  ASSERT_TRUE(Post(c, {Write(1, src.all(), info[0], static_cast<uint32_t>(info[1]))}).ok());
+  Completion comp[1];
+  auto r = c.PollCompletions(comp, Deadline::After(30ms));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 0u);  // stuck: the child does not poll
+  ::kill(pid, SIGKILL);
+  auto start = Clock::now();
+  auto got = PollUntilDown(c);
+  EXPECT_LT(Clock::now() - start, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status));
+}
+
+}  // namespace
+}  // namespace naarpc
