@@ -36,11 +36,24 @@ uint64_t ByteSwap64(uint64_t v) {
   return r;
 }
 
-// One region the NAA allocated during the MRSP.
-struct NaaSideRegion {
-  RegionRequest request;     // as the host sent it
+// One MRSP entry as the host sent it, and where it lives on the NAA.
+struct WireEntry {
+  RegionRequest request;
+  size_t group = 0;     // index into groups_
+  uint64_t offset = 0;  // within the group's memory
+};
+
+// A logical region on the NAA: one parameter (possibly split by the host
+// into several wire regions), the metadata region, or an internal region.
+// Consecutive parameter entries with the same rkey and flags whose host
+// addresses are contiguous are one parameter split by the host's 1 GiB
+// region limit (each host parameter is its own registration).
+struct Group {
   Buffer memory;
-  std::unique_ptr<MemoryRegion> mr;  // non-internal only
+  std::unique_ptr<MemoryRegion> mr;  // not for internal regions
+  uint8_t flags = 0;
+  size_t first_entry = 0;
+  size_t entry_count = 0;
 };
 
 // Serves one connection: MRSP, then calls until the peer leaves.
@@ -71,16 +84,18 @@ class ConnectionServer {
   const std::atomic<bool>& stopping_;
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
-  std::vector<NaaSideRegion> regions_;   // MRSP order
-  std::vector<size_t> param_index_;      // regions_ index of each parameter
-  std::vector<size_t> internal_index_;
-  size_t metadata_index_ = SIZE_MAX;     // spec dialect
+  std::vector<WireEntry> entries_;       // MRSP order
+  std::vector<Group> groups_;
+  std::vector<size_t> param_index_;      // groups_ index of each parameter
+  std::vector<size_t> internal_index_;   // groups_ index of each internal region
+  size_t metadata_index_ = SIZE_MAX;     // groups_ index (spec dialect)
   Buffer mrsp_send_buf_, mrsp_recv_buf_;
   std::unique_ptr<MemoryRegion> mrsp_send_mr_, mrsp_recv_mr_;
   std::vector<NaaRegion> call_params_;
   std::vector<std::span<std::byte>> call_internal_;
   std::vector<WriteSlice> slices_;
   std::vector<SendRequest> scratch_;
+  NaaCall call_;                         // outlives a runaway kernel
   std::future<uint8_t> runaway_kernel_;  // a kernel that outlived its timeout
   uint64_t seq_ = 0;
   uint64_t calls_ = 0;
@@ -103,7 +118,7 @@ void ConnectionServer::Run() {
   }
   if (runaway_kernel_.valid()) runaway_kernel_.wait();
   conn_->Disconnect().IgnoreError();
-  for (auto& r : regions_) r.mr.reset();
+  for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
   mrsp_recv_mr_.reset();
   conn_.reset();
@@ -190,36 +205,60 @@ Status ConnectionServer::RunMrsp() {
       dialect_ = Dialect::kReference;
     }
   }
+  // Group the entries, then allocate and register one buffer per group.
+  entries_.clear();
+  groups_.clear();
+  for (size_t i = 0; i < req->regions.size(); ++i) {
+    const RegionRequest& r = req->regions[i];
+    const bool internal = r.flags & kRegionFlagInternal;
+    WireEntry e{r, 0, 0};
+    const bool is_metadata = !internal && dialect_ == Dialect::kSpec && metadata_index_ == SIZE_MAX;
+    if (!internal && !is_metadata && !groups_.empty() && i > 0) {
+      const WireEntry& prev = entries_.back();
+      const Group& g = groups_.back();
+      if (!(g.flags & kRegionFlagInternal) && groups_.size() - 1 != metadata_index_ &&
+          r.rkey != 0 && prev.request.rkey == r.rkey && prev.request.flags == r.flags &&
+          prev.request.addr + prev.request.size == r.addr) {
+        e.group = groups_.size() - 1;
+        e.offset = prev.offset + prev.request.size;
+        groups_.back().entry_count++;
+        entries_.push_back(e);
+        continue;
+      }
+    }
+    Group g;
+    g.flags = r.flags;
+    g.first_entry = i;
+    g.entry_count = 1;
+    e.group = groups_.size();
+    if (is_metadata) metadata_index_ = groups_.size();
+    if (internal) {
+      internal_index_.push_back(groups_.size());
+    } else if (!is_metadata) {
+      param_index_.push_back(groups_.size());
+    }
+    groups_.push_back(std::move(g));
+    entries_.push_back(e);
+  }
   AdvertisementMessage adv;
-  regions_.clear();
-  regions_.reserve(req->regions.size());
-  for (const RegionRequest& r : req->regions) {
-    NaaSideRegion region;
-    region.request = r;
-    auto mem = Buffer::Allocate(r.size);
+  for (Group& g : groups_) {
+    uint64_t size = 0;
+    for (size_t i = 0; i < g.entry_count; ++i) size += entries_[g.first_entry + i].request.size;
+    auto mem = Buffer::Allocate(size);
     if (!mem.ok()) {
       Log("MRSP: " + mem.status().ToString());
       return SendMrspError(MrspErrorCode::kNotEnoughMemory);
     }
-    region.memory = std::move(mem).value();
-    const bool internal = r.flags & kRegionFlagInternal;
-    if (!internal) {
-      NAARPC_ASSIGN_OR_RETURN(region.mr,
-                              conn_->RegisterMemory(region.memory.data(), r.size,
-                                                    kAccessLocalWrite | kAccessRemoteWrite));
-      adv.regions.push_back({region.mr->remote_addr(), region.mr->rkey(), r.size});
-    }
-    regions_.push_back(std::move(region));
+    g.memory = std::move(mem).value();
   }
-  // Parameters: non-internal regions, minus the spec dialect's metadata (0).
-  for (size_t i = 0; i < regions_.size(); ++i) {
-    if (regions_[i].request.flags & kRegionFlagInternal) {
-      internal_index_.push_back(i);
-    } else if (dialect_ == Dialect::kSpec && metadata_index_ == SIZE_MAX) {
-      metadata_index_ = i;
-    } else {
-      param_index_.push_back(i);
-    }
+  for (Group& g : groups_) {
+    if (g.flags & kRegionFlagInternal) continue;
+    NAARPC_ASSIGN_OR_RETURN(g.mr, conn_->RegisterMemory(g.memory.data(), g.memory.size(),
+                                                        kAccessLocalWrite | kAccessRemoteWrite));
+  }
+  for (const WireEntry& e : entries_) {
+    const Group& g = groups_[e.group];
+    if (g.mr) adv.regions.push_back({g.mr->remote_addr() + e.offset, g.mr->rkey(), e.request.size});
   }
 
   // The receive for the first call is posted before the host learns our
@@ -306,29 +345,32 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   returns.clear();
   if (dialect_ == Dialect::kReference) {
     for (size_t p = 0; p < param_index_.size(); ++p) {
-      if (regions_[param_index_[p]].request.flags & kRegionFlagOutput) returns.push_back(p);
+      if (groups_[param_index_[p]].flags & kRegionFlagOutput) returns.push_back(p);
     }
     return kNaaStatusSuccess;
   }
-  // Spec dialect: region 0 holds the host addresses of the return regions.
+  // Spec dialect: the metadata region holds the host addresses of the
+  // return regions (one per wire region of a split parameter).
   if (metadata_index_ == SIZE_MAX || param_index_.empty()) return kNaaStatusBadRegionLayout;
-  const NaaSideRegion& meta = regions_[metadata_index_];
-  if (meta.request.size % kMetadataEntrySize != 0) return kNaaStatusBadRegionLayout;
+  const Group& meta = groups_[metadata_index_];
+  if (meta.memory.size() % kMetadataEntrySize != 0) return kNaaStatusBadRegionLayout;
   const auto* bytes = reinterpret_cast<const uint8_t*>(meta.memory.data());
-  for (size_t off = 0; off < meta.request.size; off += kMetadataEntrySize) {
+  auto param_of_address = [&](uint64_t addr) -> size_t {
+    for (size_t p = 0; p < param_index_.size(); ++p) {
+      const Group& g = groups_[param_index_[p]];
+      for (size_t i = 0; i < g.entry_count; ++i) {
+        if (entries_[g.first_entry + i].request.addr == addr) return p;
+      }
+    }
+    return SIZE_MAX;
+  };
+  for (size_t off = 0; off < meta.memory.size(); off += kMetadataEntrySize) {
     const uint64_t be = GetBe64(bytes + off);
     if (be == 0) break;  // zero padding ends the list
-    bool found = false;
-    for (uint64_t candidate : {be, ByteSwap64(be)}) {
-      for (size_t p = 0; p < param_index_.size() && !found; ++p) {
-        if (regions_[param_index_[p]].request.addr == candidate) {
-          returns.push_back(p);
-          found = true;
-        }
-      }
-      if (found) break;
-    }
-    if (!found) return kNaaStatusBadRegionLayout;
+    size_t p = param_of_address(be);
+    if (p == SIZE_MAX) p = param_of_address(ByteSwap64(be));  // raw uintptr_t
+    if (p == SIZE_MAX) return kNaaStatusBadRegionLayout;
+    if (std::find(returns.begin(), returns.end(), p) == returns.end()) returns.push_back(p);
   }
   return returns.empty() ? kNaaStatusBadRegionLayout : kNaaStatusSuccess;
 }
@@ -380,25 +422,25 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     std::vector<bool> is_return(param_index_.size(), false);
     for (size_t p : returns) is_return[p] = true;
     for (size_t p = 0; p < param_index_.size(); ++p) {
-      NaaSideRegion& r = regions_[param_index_[p]];
+      Group& g = groups_[param_index_[p]];
       NaaRegion v;
-      v.data = r.memory.span();
-      v.flags = r.request.flags;
+      v.data = g.memory.span();
+      v.flags = g.flags;
       v.is_output = is_return[p];
-      v.is_input = dialect_ == Dialect::kSpec ? true : (r.request.flags & kRegionFlagInput) != 0;
-      v.reply_length = r.request.size;
+      v.is_input = dialect_ == Dialect::kSpec ? true : (g.flags & kRegionFlagInput) != 0;
+      v.reply_length = g.memory.size();
       call_params_.push_back(v);
     }
     call_internal_.clear();
-    for (size_t i : internal_index_) call_internal_.push_back(regions_[i].memory.span());
-    NaaCall call;
-    call.function_code = req->function_code;
-    call.dialect = dialect_;
-    call.user_bits = req->user_bits;
-    call.call_index = calls_;
-    call.params = call_params_;
-    call.internal = call_internal_;
-    status = RunKernel(call);
+    for (size_t i : internal_index_) call_internal_.push_back(groups_[i].memory.span());
+    call_ = NaaCall{};
+    call_.function_code = req->function_code;
+    call_.dialect = dialect_;
+    call_.user_bits = req->user_bits;
+    call_.call_index = calls_;
+    call_.params = call_params_;
+    call_.internal = call_internal_;
+    status = RunKernel(call_);
   }
   ++calls_;
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
@@ -409,23 +451,27 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
 Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& returns) {
   slices_.clear();
   if (status == kNaaStatusSuccess) {
+    // Each return parameter: the reply_length prefix, over its wire regions.
     for (size_t p : returns) {
-      const NaaSideRegion& r = regions_[param_index_[p]];
-      const uint64_t len = std::min<uint64_t>(call_params_[p].reply_length, r.request.size);
-      slices_.push_back({{r.mr->remote_addr(), static_cast<uint32_t>(len), r.mr->lkey()},
-                         r.request.addr, r.request.rkey});
+      const Group& g = groups_[param_index_[p]];
+      const uint64_t want = std::min<uint64_t>(call_params_[p].reply_length, g.memory.size());
+      for (size_t i = 0; i < g.entry_count; ++i) {
+        const WireEntry& e = entries_[g.first_entry + i];
+        if (want <= e.offset) break;
+        const uint64_t len = std::min<uint64_t>(e.request.size, want - e.offset);
+        slices_.push_back({{g.mr->remote_addr() + e.offset, static_cast<uint32_t>(len), g.mr->lkey()},
+                           e.request.addr, e.request.rkey});
+      }
     }
   }
   if (slices_.empty()) {
     // Error status (or nothing to return): one zero-length WRITE_WITH_IMM to
     // the first return region, else the first parameter region.
-    size_t p = returns.empty() ? 0 : returns.front();
-    const size_t idx = param_index_.empty() ? 0 : param_index_[p];
-    if (idx >= regions_.size() || !regions_[idx].mr) {
-      return ProtocolError("no host region to carry the status");
-    }
-    const NaaSideRegion& r = regions_[idx];
-    slices_.push_back({{r.mr->remote_addr(), 0, r.mr->lkey()}, r.request.addr, r.request.rkey});
+    const size_t p = returns.empty() ? 0 : returns.front();
+    if (p >= param_index_.size()) return ProtocolError("no host region to carry the status");
+    const Group& g = groups_[param_index_[p]];
+    const WireEntry& e = entries_[g.first_entry];
+    slices_.push_back({{g.mr->remote_addr(), 0, g.mr->lkey()}, e.request.addr, e.request.rkey});
   }
   return internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(status),
                                      MakeWrId(WrKind::kDataWrite, seq_), scratch_);

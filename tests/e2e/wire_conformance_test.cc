@@ -96,7 +96,7 @@ struct FakeNaa {
     send.local = {tx_mr->remote_addr(), uint32_t(len), tx_mr->lkey()};
     ASSERT_TRUE(conn->PostSend(std::span<const SendRequest>(&send, 1)).ok());
     if (!raw_reply.empty()) {
-      WaitFor(*conn, 3);
+      WaitForHostToLeave(*conn);
       return;
     }
     Completion call = WaitFor(*conn, 2);
@@ -112,10 +112,18 @@ struct FakeNaa {
     reply.rkey = out.rkey;
     reply.imm_data = status_imm;
     ASSERT_TRUE(conn->PostSend(std::span<const SendRequest>(&reply, 1)).ok());
-    WaitFor(*conn, 4);
-    // Let the host see the reply before we go.
-    std::array<Completion, 4> drain;
-    (void)conn->PollCompletions(drain, Deadline::After(std::chrono::milliseconds(100)));
+    WaitForHostToLeave(*conn);
+  }
+
+  // Keeps the connection serviced (acks flow) until the host disconnects.
+  static void WaitForHostToLeave(Connection& conn) {
+    std::array<Completion, 8> batch;
+    const Deadline deadline = Deadline::After(kWait);
+    for (;;) {
+      auto n = conn.PollCompletions(batch, deadline);
+      if (!n.ok()) return;  // disconnected
+      ASSERT_FALSE(deadline.expired()) << "host never disconnected";
+    }
   }
 };
 
@@ -140,6 +148,7 @@ TEST(WireConformance, SpecDialectRequestMetadataAndImmediate) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   Status st = (*s)->Call(42, Deadline::After(kWait));
   EXPECT_TRUE(st.ok()) << st.ToString();
+  (*s)->Close().IgnoreError();
   naa.Join();
 
   // [metadata][a][io][out][scratch]
@@ -178,6 +187,7 @@ TEST(WireConformance, ReferenceDialectFlagsAndImmediate) {
   CallOptions options;
   options.user_bits = 0x0102;
   ASSERT_TRUE((*s)->Call(5, Deadline::After(kWait), options).ok());
+  (*s)->Close().IgnoreError();
   naa.Join();
   const auto& r = naa.request.regions;
   ASSERT_EQ(r.size(), 4u) << "no metadata region in the reference dialect";
@@ -195,6 +205,7 @@ TEST(WireConformance, StatusInBits8To15IsAccepted) {
   auto s = OpenTo(naa, Dialect::kReference);
   ASSERT_TRUE(s.ok());
   Status st = (*s)->Call(5, Deadline::After(kWait));
+  (*s)->Close().IgnoreError();
   naa.Join();
   EXPECT_EQ(st.code(), StatusCode::kNaaError);
   EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(0x17));
@@ -207,6 +218,7 @@ TEST(WireConformance, StatusAsIntegerIsAccepted) {
   auto s = OpenTo(naa, Dialect::kSpec);
   ASSERT_TRUE(s.ok());
   Status st = (*s)->Call(5, Deadline::After(kWait));
+  (*s)->Close().IgnoreError();
   naa.Join();
   EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(0x21));
 }
