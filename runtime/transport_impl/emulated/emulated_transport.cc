@@ -351,7 +351,12 @@ class EmuConnection final : public Connection {
         peer_(std::move(peer)),
         opts_(std::move(opts)),
         mrs_(std::make_shared<MrTable>()),
-        rbuf_(new uint8_t[kReadBufSize]) {}
+        rbuf_(new uint8_t[kReadBufSize]) {
+    // Blocking socket: every call passes MSG_DONTWAIT except the blocking
+    // receive of PollCompletions (one syscall instead of poll + receive).
+    int fl = ::fcntl(fd_.get(), F_GETFL);
+    if (fl >= 0) ::fcntl(fd_.get(), F_SETFL, fl & ~O_NONBLOCK);
+  }
 
   ~EmuConnection() override { Disconnect().IgnoreError(); }
 
@@ -429,7 +434,8 @@ class EmuConnection final : public Connection {
   void EnqueueFrame(const SendWr& w);
   void UpdateCtrl();
   bool Push();
-  void ReadInput();
+  void ReadInput(bool block = false);
+  bool BlockingRead(Deadline deadline);
   void ParseBuffered();
   void ProcessHeader(const Header& h);
   void ProcessRequest(const Header& h);
@@ -476,6 +482,7 @@ class EmuConnection final : public Connection {
   uint8_t* in_dest_ = nullptr;
   uint32_t in_mr_index_ = 0;
   uint32_t in_done_ = 0;
+  int64_t rcvtimeo_ms_ = 0;  // current SO_RCVTIMEO (0 = none)
 };
 
 Result<std::unique_ptr<MemoryRegion>> EmuConnection::RegisterMemory(void* addr,
@@ -604,8 +611,14 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
     if (!cq_.empty() || broken_) continue;
     const bool want_out = Push();  // also flushes coalesced acks
     if (broken_) continue;
+    std::optional<Clock::time_point> timer = NextTimer();
+    if (!want_out && !timer && BlockingRead(deadline)) {
+      if (!cq_.empty() || broken_) continue;
+      if (deadline.expired()) return size_t{0};
+      continue;
+    }
     Clock::time_point wake = deadline.when();
-    if (auto t = NextTimer()) wake = std::min(wake, *t);
+    if (timer) wake = std::min(wake, *timer);
     pollfd p{fd_.get(), static_cast<short>(POLLIN | (want_out ? POLLOUT : 0)), 0};
     int r = PollUntil(&p, 1, wake);
     if (r < 0) {
@@ -838,11 +851,33 @@ bool EmuConnection::InDestValid() {
   return false;
 }
 
-// Reads until the socket is drained (or a bound), applying frames.
-void EmuConnection::ReadInput() {
+// Waits for input in the receive call itself (nothing to send, no timer).
+// SO_RCVTIMEO is a power-of-two number of ms not beyond the deadline, so it
+// rarely changes; returns false (use poll) when the deadline is too close.
+bool EmuConnection::BlockingRead(Deadline deadline) {
+  int64_t want = 0;
+  if (!deadline.infinite()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() - Clock::now());
+    if (left.count() < 2) return false;
+    want = 1;
+    while (want * 2 <= left.count() && want < (int64_t{1} << 40)) want *= 2;
+  }
+  if (want != rcvtimeo_ms_) {
+    timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};
+    if (::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) return false;
+    rcvtimeo_ms_ = want;
+  }
+  ReadInput(/*block=*/true);
+  return true;
+}
+
+// Reads until the socket is drained (or a bound), applying frames. With
+// `block`, the first receive waits (up to SO_RCVTIMEO).
+void EmuConnection::ReadInput(bool block) {
   for (int i = 0; i < kMaxReadsPerCall && !broken_; ++i) {
     ParseBuffered();
     if (broken_) return;
+    const int flags = (block && i == 0) ? 0 : MSG_DONTWAIT;
     ssize_t n;
     size_t asked;
     if (in_payload_ && in_dest_ != nullptr) {
@@ -853,7 +888,10 @@ void EmuConnection::ReadInput() {
       uint32_t remaining = in_hdr_.length - in_done_;
       iovec iov[2] = {{in_dest_ + in_done_, remaining}, {rbuf_.get(), kReadBufSize}};
       asked = remaining + kReadBufSize;
-      n = ::readv(fd_.get(), iov, 2);
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = 2;
+      n = ::recvmsg(fd_.get(), &mh, flags);
       if (n > 0) {
         uint32_t take = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(n), remaining));
         in_done_ += take;
@@ -867,12 +905,12 @@ void EmuConnection::ReadInput() {
         rpos_ = 0;
       }
       asked = kReadBufSize - wpos_;
-      n = ::recv(fd_.get(), rbuf_.get() + wpos_, asked, MSG_DONTWAIT);
+      n = ::recv(fd_.get(), rbuf_.get() + wpos_, asked, flags);
       if (n > 0) wpos_ += static_cast<size_t>(n);
     }
     if (n == 0) {
       ParseBuffered();
-      Break("connection closed by peer");
+      Break(disconnect_requested_.load() ? "disconnected locally" : "connection closed by peer");
       return;
     }
     if (n < 0) {
