@@ -973,7 +973,6 @@ void EmuConnection::ProcessRequest(const Header& h) {
   const bool retransmitted = in_rnr_ && h.seq == in_expected_seq_;
   if (in_rnr_ && h.seq > in_expected_seq_) {  // sent before our RNR NAK: drop
     in_payload_ = h.length > 0;
-    if (!in_payload_) in_hdr_.type = 0;
     return;
   }
   if (h.seq != in_expected_seq_) {

@@ -320,6 +320,26 @@ TEST(EmulatedTransport, HelloWithBadMagicIsAProtocolError) {
   EXPECT_NE(s.status().message().find("not an emulated-transport peer"), std::string::npos)
       << s.status().message();
   ::close(fd);
+  // The listener is still usable.
+  std::optional<Result<std::unique_ptr<Connection>>> c;
+  std::thread th([&] { c.emplace(t->Connect("127.0.0.1", (*l)->port(), Deadline::After(kTimeout))); });
+  EXPECT_TRUE((*l)->Accept(Deadline::After(kTimeout)).ok());
+  th.join();
+  EXPECT_TRUE(c->ok());
+}
+
+TEST(EmulatedTransport, SilentPeerTimesOutInAccept) {
+  EmulatedOptions o;
+  o.handshake_timeout = 50ms;
+  auto t = NewEmulatedTransport(o);
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  int fd = RawConnect((*l)->port());  // never says hello
+  auto start = Clock::now();
+  auto s = (*l)->Accept(Deadline::After(kTimeout));
+  EXPECT_EQ(s.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(Clock::now() - start, 2s);
+  ::close(fd);
 }
 
 TEST(EmulatedTransport, HelloVersionMismatchIsAProtocolError) {
@@ -690,6 +710,35 @@ TEST(EmulatedTransport, RnrSucceedsWhenReceiveIsPostedInTime) {
   EXPECT_EQ(rx.data[7], 0x5d);
 }
 
+TEST(EmulatedTransport, WorkAfterAnRnrNakDoesNotOvertakeIt) {
+  auto t = NewEmulatedTransport();  // default: 6 retries x 1 ms
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x66);
+  Buf target = Reg(*p.server, 64);
+  Buf rx = Reg(*p.server, 64);
+  ASSERT_TRUE(Post(*p.client, {Send(1, src.local(0, 4)),
+                               Write(2, src.local(0, 8), target.addr(), target.mr->rkey())})
+                  .ok());
+  // The server processes both frames with no receive posted: the SEND is
+  // NAKed and the WRITE behind it dropped (it must not land first).
+  Side s{p.server.get()};
+  s.Step(20ms);
+  EXPECT_TRUE(s.got.empty());
+  EXPECT_EQ(target.data[0], 0);
+  ASSERT_TRUE(p.server->PostRecv(10, rx.local(0, 64)).ok());
+  Side c{p.client.get()};
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 2 && s.got.size() == 1; }));
+  EXPECT_EQ(s.got[0].wr_id, 10u);
+  EXPECT_EQ(s.got[0].byte_len, 4u);
+  EXPECT_EQ(c.got[0].wr_id, 1u);
+  EXPECT_EQ(c.got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(c.got[1].wr_id, 2u);
+  EXPECT_EQ(c.got[1].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(target.data[7], 0x66);
+  EXPECT_EQ(rx.data[3], 0x66);
+}
+
 TEST(EmulatedTransport, WriteWithImmAlsoNeedsAReceive) {
   auto t = NewEmulatedTransport(FastRnr());
   Pair p = MakePair(*t);
@@ -923,6 +972,45 @@ TEST(EmulatedTransport, TwoPeersWritingLargeDataAtOnceDoNotDeadlock) {
   for (auto& th : threads) th.join();
   EXPECT_TRUE(dst[1].data == src[0].data);
   EXPECT_TRUE(dst[0].data == src[1].data);
+}
+
+TEST(EmulatedTransport, IndependentConnectionsOnManyThreads) {
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  constexpr int kConns = 4, kRounds = 500;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kConns; ++i) {
+    threads.emplace_back([&] {  // server: echo kRounds SENDs back as SENDs
+      auto c = (*l)->Accept(Deadline::After(kTimeout));
+      ASSERT_TRUE(c.ok());
+      Buf b = Reg(**c, 64);
+      for (int r = 0; r < kRounds; ++r) {
+        ASSERT_TRUE((*c)->PostRecv(r, b.local(0, 64)).ok());
+        auto got = PollN(**c, 1);
+        ASSERT_EQ(got.size(), 1u);
+        ASSERT_TRUE(Post(**c, {Send(r, b.local(0, got[0].byte_len), false)}).ok());
+      }
+      PollUntilDown(**c);
+    });
+    threads.emplace_back([&, i] {
+      auto c = t->Connect("127.0.0.1", (*l)->port(), Deadline::After(kTimeout));
+      ASSERT_TRUE(c.ok());
+      Buf tx = Reg(**c, 64), rx = Reg(**c, 64);
+      for (int r = 0; r < kRounds; ++r) {
+        uint32_t v = static_cast<uint32_t>(i * 100000 + r);
+        std::memcpy(tx.data.data(), &v, 4);
+        ASSERT_TRUE((*c)->PostRecv(r, rx.local(0, 64)).ok());
+        ASSERT_TRUE(Post(**c, {Send(r, tx.local(0, 4), false)}).ok());
+        auto got = PollN(**c, 1);
+        ASSERT_EQ(got.size(), 1u);
+        ASSERT_EQ(got[0].wr_id, static_cast<uint64_t>(r));
+        ASSERT_EQ(0, std::memcmp(rx.data.data(), &v, 4));
+      }
+      EXPECT_TRUE((*c)->Disconnect().ok());
+    });
+  }
+  for (auto& th : threads) th.join();
 }
 
 // ---- fault injection -------------------------------------------------------------------
