@@ -851,16 +851,20 @@ bool EmuConnection::InDestValid() {
   return false;
 }
 
-// Waits for input in the receive call itself (nothing to send, no timer).
-// SO_RCVTIMEO is a power-of-two number of ms not beyond the deadline, so it
-// rarely changes; returns false (use poll) when the deadline is too close.
+// Waits for input in the receive call itself (nothing to send, no timer):
+// one syscall instead of poll + receive. SO_RCVTIMEO is a power-of-two
+// number of ms, kMargin short of the deadline (the kernel rounds it up to
+// jiffies), so it rarely changes; returns false (use the precise ppoll) when
+// the deadline is close.
 bool EmuConnection::BlockingRead(Deadline deadline) {
+  constexpr int64_t kMarginMs = 20;
   int64_t want = 0;
   if (!deadline.infinite()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() - Clock::now());
-    if (left.count() < 2) return false;
+    const int64_t usable = left.count() - kMarginMs;
+    if (usable < 4) return false;
     want = 1;
-    while (want * 2 <= left.count() && want < (int64_t{1} << 40)) want *= 2;
+    while (want * 2 <= usable && want < (int64_t{1} << 40)) want *= 2;
   }
   if (want != rcvtimeo_ms_) {
     timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};

@@ -10,7 +10,11 @@
 //    work only while someone calls PollCompletions/PostSend on it; the
 //    protocol engine always polls while it waits. Acknowledgements are
 //    coalesced and leave with the next outgoing bytes or before
-//    PollCompletions blocks.
+//    PollCompletions blocks. PostSend never blocks: what the socket does not
+//    take is pushed by later PostSend/PollCompletions calls, which keep
+//    reading meanwhile (two peers sending big data cannot deadlock). Idle
+//    waiting sleeps in the kernel (in recv, or ppoll while bytes are queued
+//    or a timer runs), never spins.
 //  * RNR. A SEND or WRITE_WITH_IMM that the target processes while it has no
 //    receive posted is NAKed; the sender resends it (and everything after it,
 //    go-back-N) rnr_delay later, up to rnr_retry_count times, then fails it
@@ -21,13 +25,18 @@
 //    completes with its error, all other outstanding work of both queues
 //    completes with kFlushed, and the socket is shut down so the peer sees a
 //    disconnect too. Then PollCompletions returns kDisconnected, and
-//    PostSend/PostRecv fail with kDisconnected.
+//    PostSend/PostRecv fail with kDisconnected. A SEND larger than the
+//    receive buffer: kLocalLengthError at the receiver, kRemoteInvalidRequest
+//    at the sender (as on verbs). vendor_err holds an EmulatedVendorError.
 //  * Zero-length RDMA writes are not checked against rkey/bounds (as in the
 //    IB spec); zero-length SENDs still consume a receive.
 //  * Disconnect() may be called from any thread (e.g. to stop a thread
 //    blocked in PollCompletions, which then returns the flushed work and
 //    kDisconnected). Everything else: one thread at a time per connection.
 //    Listener::Shutdown() may be called from any thread.
+//  * Accept fails (kProtocolError, kDeadlineExceeded after
+//    handshake_timeout, ...) for a peer whose hello is wrong or missing; the
+//    listener stays usable.
 //  * Memory of posted work must stay registered until its completion.
 //
 // Wire (TCP, TCP_NODELAY): a 16-byte hello each way (magic, version), then

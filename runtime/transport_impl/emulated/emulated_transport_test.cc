@@ -775,6 +775,14 @@ TEST(EmulatedTransport, DeadlineExpiryReturnsZeroCompletions) {
   EXPECT_EQ(*r, 0u);
   EXPECT_GE(elapsed, 50ms);
   EXPECT_LT(elapsed, 2s);
+  // Long deadlines wait in recv with a coarse timeout: still not late.
+  start = Clock::now();
+  r = p.client->PollCompletions(c, Deadline::After(300ms));
+  elapsed = Clock::now() - start;
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, 0u);
+  EXPECT_GE(elapsed, 300ms);
+  EXPECT_LT(elapsed, 450ms);
   // An already expired deadline still makes progress (non-blocking poll).
   Buf rx = Reg(*p.server, 8);
   ASSERT_TRUE(p.server->PostRecv(1, rx.local(0, 8)).ok());
