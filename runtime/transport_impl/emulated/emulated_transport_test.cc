@@ -328,6 +328,38 @@ TEST(EmulatedTransport, HelloWithBadMagicIsAProtocolError) {
   EXPECT_TRUE(c->ok());
 }
 
+TEST(EmulatedTransport, MalformedFrameAfterHelloBreaksTheConnection) {
+  auto t = NewEmulatedTransport();
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  int fd = RawConnect((*l)->port());
+  uint8_t hello[16] = {0x45, 0x45, 0x41, 0x4e, 1, 0};  // magic "NAEE" LE, version 1
+  ASSERT_EQ(::send(fd, hello, 16, 0), 16);
+  auto s = (*l)->Accept(Deadline::After(kTimeout));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Buf rx = Reg(**s, 16);
+  ASSERT_TRUE((*s)->PostRecv(1, rx.local(0, 16)).ok());
+  uint8_t frame[32] = {0x99};  // unknown frame type
+  ASSERT_EQ(::send(fd, frame, 32, 0), 32);
+  std::vector<Completion> got;
+  Completion c[4];
+  Status down;
+  for (;;) {
+    auto r = (*s)->PollCompletions(c, Deadline::After(kTimeout));
+    if (!r.ok()) {
+      down = r.status();
+      break;
+    }
+    ASSERT_GT(*r, 0u);
+    got.insert(got.end(), c, c + *r);
+  }
+  EXPECT_EQ(down.code(), StatusCode::kDisconnected);
+  EXPECT_NE(down.message().find("protocol error"), std::string::npos) << down.message();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
+  ::close(fd);
+}
+
 TEST(EmulatedTransport, SilentPeerTimesOutInAccept) {
   EmulatedOptions o;
   o.handshake_timeout = 50ms;
