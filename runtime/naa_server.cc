@@ -45,9 +45,9 @@ struct WireEntry {
 
 // A logical region on the NAA: one parameter (possibly split by the host
 // into several wire regions), the metadata region, or an internal region.
-// Consecutive parameter entries with the same rkey and flags whose host
-// addresses are contiguous are one parameter split by the host's 1 GiB
-// region limit (each host parameter is its own registration).
+// A parameter entry of exactly the split size (1 GiB) followed by an entry
+// with the same rkey and flags that starts where it ends continues the same
+// parameter (docs/protocol.md, "Parameters larger than 1 GiB").
 struct Group {
   Buffer memory;
   std::unique_ptr<MemoryRegion> mr;  // not for internal regions
@@ -217,7 +217,8 @@ Status ConnectionServer::RunMrsp() {
       const WireEntry& prev = entries_.back();
       const Group& g = groups_.back();
       if (!(g.flags & kRegionFlagInternal) && groups_.size() - 1 != metadata_index_ &&
-          r.rkey != 0 && prev.request.rkey == r.rkey && prev.request.flags == r.flags &&
+          prev.request.size == options_.split_region_size &&
+          prev.request.rkey == r.rkey && prev.request.flags == r.flags &&
           prev.request.addr + prev.request.size == r.addr) {
         e.group = groups_.size() - 1;
         e.offset = prev.offset + prev.request.size;

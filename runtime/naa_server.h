@@ -64,6 +64,10 @@ struct ServerOptions {
   // Total bytes the NAA may allocate for one connection (-> 0x01).
   uint64_t max_bytes_per_connection = uint64_t{4} << 30;
   std::chrono::milliseconds mrsp_timeout{10'000};
+  // Hosts split parameters larger than this into several wire regions; the
+  // NAA joins them back into one parameter. Only tests lower it (matching
+  // ClientOptions::max_region_size).
+  uint64_t split_region_size = kMaxRegionSize;
   // Receives one line per connection-level event worth knowing (a client
   // that broke the protocol, a disconnect mid-call). Default: stderr.
   std::function<void(std::string_view)> log;

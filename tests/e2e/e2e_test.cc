@@ -310,12 +310,29 @@ TEST_P(E2eTest, SendLengthWritesOnlyAPrefix) {
 }
 
 TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
+  // 10000 floats -> 10 wire regions each; the NAA joins them back.
+  ServerOptions split = server_options_;
+  split.split_region_size = 4096;
+  auto server = StartServer(kernels_, split);
+  ASSERT_NE(server, nullptr);
   ClientOptions options;
-  options.max_region_size = 4096;  // 10000 floats -> 10 wire regions each
-  auto s = MustOpen(VectorAddLayout(10000), options);
+  options.max_region_size = 4096;
+  auto s = Open(VectorAddLayout(10000), options, server.get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  VectorAddOnce(**s, 6);
+  VectorAddOnce(**s, 7);
+  server->Shutdown();
+}
+
+TEST_P(E2eTest, AdjacentSmallRegionsStaySeparateParameters) {
+  // One host array holding two inputs back to back: two parameters, not one.
+  std::vector<float> ab(2 * 64, 1.5f);
+  auto layout = VectorAddLayout(64);
+  layout[0].external_buffer = ab.data();
+  layout[1].external_buffer = ab.data() + 64;
+  auto s = MustOpen(layout);
   ASSERT_NE(s, nullptr);
-  VectorAddOnce(*s, 6);
-  VectorAddOnce(*s, 7);
+  VectorAddOnce(*s, 13);
 }
 
 TEST_P(E2eTest, MrspTooManyRegions) {

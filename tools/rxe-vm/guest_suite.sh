@@ -41,12 +41,22 @@ fi
 # (software RDMA in an emulated CPU), but the runs must succeed.
 perf() {  # perf TOOL ARGS...: server in the background, then the client
   local tool="$1"; shift
-  "$tool" -d rxe0 -R "$@" >/tmp/"$tool".server.log 2>&1 &
-  local server=$!
-  sleep 1
-  local rc=0
-  timeout 120 "$tool" -d rxe0 -R "$@" "$addr" || rc=$?
-  wait "$server" || rc=$?
+  local attempt rc=1
+  # A client that connects before the server listens is REJECTED: retry
+  # with a fresh server; every process is bounded by a timeout.
+  for attempt in 1 2 3 4 5; do
+    timeout 150 "$tool" -d rxe0 -R "$@" >/tmp/"$tool".server.log 2>&1 &
+    local server=$!
+    sleep "$attempt"
+    rc=0
+    timeout 120 "$tool" -d rxe0 -R "$@" "$addr" || rc=$?
+    if ((rc == 0)); then
+      wait "$server" || rc=$?
+      break
+    fi
+    kill "$server" 2>/dev/null; wait "$server" 2>/dev/null
+    echo "($tool: attempt $attempt failed with $rc; retrying)"
+  done
   ((rc == 0)) || cat /tmp/"$tool".server.log
   return "$rc"
 }
