@@ -364,8 +364,11 @@ class VerbsConnection final : public Connection {
   Status PostSend(std::span<const SendRequest> requests) override {
     if (requests.empty()) return Status::Ok();
     if (IsDown()) return DisconnectedError("PostSend: " + DownReason());
-    std::vector<ibv_send_wr> wrs(requests.size());
-    std::vector<ibv_sge> sges(requests.size());
+    // Reused across calls: no allocation on the data path once warm.
+    std::vector<ibv_send_wr>& wrs = wr_scratch_;
+    std::vector<ibv_sge>& sges = sge_scratch_;
+    wrs.assign(requests.size(), ibv_send_wr{});
+    sges.assign(requests.size(), ibv_sge{});
     uint64_t seq = next_send_seq_;
     for (size_t i = 0; i < requests.size(); ++i) {
       const SendRequest& r = requests[i];
@@ -609,6 +612,8 @@ class VerbsConnection final : public Connection {
   std::deque<SendEntry> sends_;
   std::deque<RecvEntry> recvs_;
   uint64_t next_send_seq_ = 0;
+  std::vector<ibv_send_wr> wr_scratch_;  // PostSend scratch
+  std::vector<ibv_sge> sge_scratch_;
   uint64_t next_recv_seq_ = 0;
   size_t signaled_pending_ = 0;
   bool armed_ = false;
