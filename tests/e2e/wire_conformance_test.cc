@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -16,12 +17,28 @@
 #include "runtime/naa_server.h"
 #include "runtime/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
 
 namespace naarpc {
 namespace {
 
 constexpr auto kWait = std::chrono::seconds(20);
+
+// The transport under test ("emulated" or "verbs") and its address: verbs
+// needs the rxe netdev's address inside the Soft-RoCE guest.
+std::string g_transport = "emulated";
+
+std::unique_ptr<Transport> TestTransport() {
+  if (g_transport == "verbs") return std::move(NewVerbsTransport()).value();
+  return NewEmulatedTransport();
+}
+std::string TestAddress() {
+  if (g_transport == "verbs") {
+    if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) return a;
+  }
+  return "127.0.0.1";
+}
 
 // Waits for the completion with `wr_id` (others are collected in `seen`).
 Completion WaitFor(Connection& conn, uint64_t wr_id, std::vector<Completion>* seen = nullptr) {
@@ -44,7 +61,7 @@ Completion WaitFor(Connection& conn, uint64_t wr_id, std::vector<Completion>* se
 // buffers, records the request and the first call's immediate, and replies
 // with `status_imm`.
 struct FakeNaa {
-  std::unique_ptr<Transport> transport = NewEmulatedTransport();
+  std::unique_ptr<Transport> transport = TestTransport();
   std::unique_ptr<Listener> listener;
   std::vector<uint8_t> raw_reply;  // if set: sent instead of a real answer
   uint32_t status_imm = 0;
@@ -55,7 +72,7 @@ struct FakeNaa {
   std::thread thread;
 
   void Start() {
-    listener = std::move(transport->Listen("127.0.0.1", 0)).value();
+    listener = std::move(transport->Listen(TestAddress(), 0)).value();
     thread = std::thread([this] { Run(); });
   }
   void Join() { thread.join(); }
@@ -127,6 +144,17 @@ struct FakeNaa {
   }
 };
 
+class WireConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    g_transport = GetParam();
+    if (g_transport == "verbs" && !RdmaDeviceAvailable()) {
+      GTEST_SKIP() << "no RDMA device here; the verbs cases run inside the Soft-RoCE guest "
+                      "(//tools/rxe-vm)";
+    }
+  }
+};
+
 std::vector<RegionSpec> Layout() {
   return {{"a", Direction::kIn, 64},
           {"io", Direction::kInOut, 32},
@@ -138,10 +166,10 @@ Result<std::unique_ptr<ClientSession>> OpenTo(FakeNaa& naa, Dialect dialect) {
   ClientOptions options;
   options.dialect = dialect;
   options.mrsp_timeout = std::chrono::seconds(5);
-  return ClientSession::Open(*naa.transport, "127.0.0.1", naa.listener->port(), Layout(), options);
+  return ClientSession::Open(*naa.transport, TestAddress(), naa.listener->port(), Layout(), options);
 }
 
-TEST(WireConformance, SpecDialectRequestMetadataAndImmediate) {
+TEST_P(WireConformance, SpecDialectRequestMetadataAndImmediate) {
   FakeNaa naa;
   naa.Start();
   auto s = OpenTo(naa, Dialect::kSpec);
@@ -179,7 +207,7 @@ TEST(WireConformance, SpecDialectRequestMetadataAndImmediate) {
   EXPECT_EQ(naa.call_imm, 42u) << "spec dialect immediate is the bare function code";
 }
 
-TEST(WireConformance, ReferenceDialectFlagsAndImmediate) {
+TEST_P(WireConformance, ReferenceDialectFlagsAndImmediate) {
   FakeNaa naa;
   naa.Start();
   auto s = OpenTo(naa, Dialect::kReference);
@@ -198,7 +226,7 @@ TEST(WireConformance, ReferenceDialectFlagsAndImmediate) {
   EXPECT_EQ(naa.call_imm, 5u | 0x80u | (0x0102u << 8));
 }
 
-TEST(WireConformance, StatusInBits8To15IsAccepted) {
+TEST_P(WireConformance, StatusInBits8To15IsAccepted) {
   FakeNaa naa;
   naa.status_imm = 0x17 << 8;  // the reference host's reading
   naa.Start();
@@ -211,7 +239,7 @@ TEST(WireConformance, StatusInBits8To15IsAccepted) {
   EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(0x17));
 }
 
-TEST(WireConformance, StatusAsIntegerIsAccepted) {
+TEST_P(WireConformance, StatusAsIntegerIsAccepted) {
   FakeNaa naa;
   naa.status_imm = 0x21;
   naa.Start();
@@ -223,7 +251,7 @@ TEST(WireConformance, StatusAsIntegerIsAccepted) {
   EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(0x21));
 }
 
-TEST(WireConformance, MalformedAdvertisementIsAProtocolError) {
+TEST_P(WireConformance, MalformedAdvertisementIsAProtocolError) {
   FakeNaa naa;
   naa.raw_reply = {0x02, 0x02, 0x00, 0x00, 0x01};  // count 2 but 1 byte of entries
   naa.Start();
@@ -233,7 +261,7 @@ TEST(WireConformance, MalformedAdvertisementIsAProtocolError) {
   EXPECT_EQ(s.status().code(), StatusCode::kProtocolError) << s.status().ToString();
 }
 
-TEST(WireConformance, WrongAdvertisementCountIsAProtocolError) {
+TEST_P(WireConformance, WrongAdvertisementCountIsAProtocolError) {
   FakeNaa naa;
   AdvertisementMessage one;
   one.regions.push_back({0x1000, 7, 64});
@@ -247,7 +275,7 @@ TEST(WireConformance, WrongAdvertisementCountIsAProtocolError) {
       << s.status().message();
 }
 
-TEST(WireConformance, MrspErrorMessageCarriesItsCode) {
+TEST_P(WireConformance, MrspErrorMessageCarriesItsCode) {
   FakeNaa naa;
   naa.raw_reply = {0x00, 0x03, 0x00, 0x00};
   naa.Start();
@@ -260,8 +288,8 @@ TEST(WireConformance, MrspErrorMessageCarriesItsCode) {
 
 // A broken host talking to the real NAA: the NAA drops it with a log line
 // naming the problem and keeps serving.
-TEST(WireConformance, NaaRejectsTruncatedRequestAndKeepsServing) {
-  auto transport = NewEmulatedTransport();
+TEST_P(WireConformance, NaaRejectsTruncatedRequestAndKeepsServing) {
+  auto transport = TestTransport();
   testing::TestKernels kernels;
   std::mutex mu;
   std::vector<std::string> log;
@@ -270,9 +298,9 @@ TEST(WireConformance, NaaRejectsTruncatedRequestAndKeepsServing) {
     std::lock_guard<std::mutex> lock(mu);
     log.emplace_back(l);
   };
-  auto server = std::move(NaaServer::Start(*transport, "127.0.0.1", 0, kernels, options)).value();
+  auto server = std::move(NaaServer::Start(*transport, TestAddress(), 0, kernels, options)).value();
 
-  auto conn = std::move(transport->Connect("127.0.0.1", server->port(), Deadline::After(kWait)))
+  auto conn = std::move(transport->Connect(TestAddress(), server->port(), Deadline::After(kWait)))
                   .value();
   std::vector<uint8_t> tx = {0x01, 0x02, 0x00, 0x00, 0x00};  // count 2, 1 byte of entries
   auto tx_mr = std::move(conn->RegisterMemory(tx.data(), tx.size(), 0)).value();
@@ -297,11 +325,14 @@ TEST(WireConformance, NaaRejectsTruncatedRequestAndKeepsServing) {
     EXPECT_NE(log[0].find("MRSP"), std::string::npos) << log[0];
   }
   ClientOptions copt;
-  auto ok = ClientSession::Open(*transport, "127.0.0.1", server->port(),
+  auto ok = ClientSession::Open(*transport, TestAddress(), server->port(),
                                 {{"in", Direction::kIn, 4}, {"out", Direction::kOut, 4}}, copt);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_TRUE((*ok)->Call(testing::kEcho, Deadline::After(kWait)).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, WireConformance, ::testing::Values("emulated", "verbs"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace naarpc

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <future>
 #include <random>
@@ -13,6 +15,7 @@
 #include "codegen/support/naarpc_codegen.h"
 #include "runtime/naa_server.h"
 #include "runtime/transport_factory.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "services/accumulator/accumulator_service.h"
 #include "services/checked/checked_service.h"
 #include "services/increment/increment_service.h"
@@ -40,29 +43,48 @@ class SleepyImpl final : public e2e::SleepyService {
   }
 };
 
-class ServicesTest : public ::testing::TestWithParam<Dialect> {
+struct ServicesParam {
+  const char* transport;
+  Dialect dialect;
+};
+
+// Address of the NAA: loopback, or the rxe netdev's inside the Soft-RoCE guest.
+std::string Address(const char* transport) {
+  if (std::string(transport) == "verbs") {
+    if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) return a;
+  }
+  return "127.0.0.1";
+}
+
+class ServicesTest : public ::testing::TestWithParam<ServicesParam> {
  protected:
   void SetUp() override {
-    auto t = naarpc::NewTransport("emulated");
+    if (std::string(GetParam().transport) == "verbs" && !naarpc::RdmaDeviceAvailable()) {
+      GTEST_SKIP() << "no RDMA device here; the verbs cases run inside the Soft-RoCE guest "
+                      "(//tools/rxe-vm)";
+    }
+    address_ = Address(GetParam().transport);
+    auto t = naarpc::NewTransport(GetParam().transport);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     transport_ = std::move(t).value();
     auto h = naarpc::codegen::CompositeHandler::Create(
         {&vector_, &matrix_, &accumulator_, &checked_, &increment_, &sleepy_});
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     handler_ = std::move(h).value();
-    auto s = naarpc::NaaServer::Start(*transport_, "127.0.0.1", 0, *handler_);
+    auto s = naarpc::NaaServer::Start(*transport_, address_, 0, *handler_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(s).value();
-    options_.session.dialect = GetParam();
+    options_.session.dialect = GetParam().dialect;
   }
   void TearDown() override {
     if (server_) server_->Shutdown();
   }
   template <typename Client>
   std::unique_ptr<Client> Make() {
-    return std::make_unique<Client>(*transport_, "127.0.0.1", server_->port(), options_);
+    return std::make_unique<Client>(*transport_, address_, server_->port(), options_);
   }
 
+  std::string address_;
   vec::VectorArithServiceImpl vector_;
   mat::MatrixServiceImpl matrix_;
   acc::AccumulatorServiceImpl accumulator_;
@@ -288,10 +310,15 @@ TEST_P(ServicesTest, UnknownFunctionCodeReachesServer) {
   EXPECT_NE(st.message().find("UNKNOWN_FUNCTION"), std::string::npos) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Dialects, ServicesTest,
-                         ::testing::Values(Dialect::kSpec, Dialect::kReference),
-                         [](const auto& info) {
-                           return info.param == Dialect::kSpec ? "Spec" : "Reference";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    TransportsAndDialects, ServicesTest,
+    ::testing::Values(ServicesParam{"emulated", Dialect::kSpec},
+                      ServicesParam{"emulated", Dialect::kReference},
+                      ServicesParam{"verbs", Dialect::kSpec},
+                      ServicesParam{"verbs", Dialect::kReference}),
+    [](const auto& info) {
+      return std::string(info.param.transport) +
+             (info.param.dialect == Dialect::kSpec ? "_spec" : "_reference");
+    });
 
 }  // namespace

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
-# perftest over rxe0 for reference. Usage: guest_suite.sh VERBS_TEST [E2E_TEST]
+# perftest over rxe0 for reference.
+# Usage: guest_suite.sh VERBS_TEST [END_TO_END_TEST...]
 set -uo pipefail
 verbs_test="$1"
-e2e_test="${2:-}"
+shift
+e2e_tests=("$@")
 addr="${NAARPC_TEST_ADDRESS:?set by rxe-vm}"
 failed=0
 
@@ -32,10 +34,10 @@ rdma link
 [[ -e /sys/class/infiniband/rxe0 ]] || { echo "rxe0 missing"; exit 1; }
 
 run "verbs transport tests" gtest --no-skip "$verbs_test"
-if [[ -n "$e2e_test" ]]; then
+for t in "${e2e_tests[@]}"; do
   # Some verbs cases skip by design (fault injection is emulated-only).
-  run "e2e tests (verbs cases)" gtest "$e2e_test" --gtest_filter='*verbs*:*Verbs*'
-fi
+  run "$(basename "$t") (verbs cases)" gtest "$t" --gtest_filter='*verbs*:*Verbs*'
+done
 
 # perftest over rdma_cm (-R), loopback on rxe0: figures for reference only
 # (software RDMA in an emulated CPU), but the runs must succeed.

@@ -5,6 +5,9 @@ r="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-naarpc}"
 # Real paths: the guest sees the host's tree at the same paths.
 suite="$(readlink -f "$r/tools/rxe-vm/guest_suite.sh")"
 verbs_test="$(readlink -f "$r/runtime/transport_impl/verbs/verbs_transport_test")"
-e2e_test="$(readlink -f "$r/tests/e2e/e2e_test")"
-exec "$r/tools/rxe-vm/rxe-vm" --timeout 600 -- \
-  /bin/bash "$suite" "$verbs_test" "$e2e_test"
+e2e_tests=()
+for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/services_test; do
+  e2e_tests+=("$(readlink -f "$r/$t")")
+done
+exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
+  /bin/bash "$suite" "$verbs_test" "${e2e_tests[@]}"
