@@ -9,6 +9,10 @@
 //
 //   bazel run //bench:call_bench -- [--placement=both|same|split]
 //       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
+//       [--iterations=N] [--poll-spin-us=US] [--dialect=spec|reference] [--machine]
+//
+// --machine adds one "result ..." line per payload size (key=value pairs) for
+// scripts such as bench/guest/verbs_bench.sh.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -29,6 +33,7 @@
 #include "runtime/client_session.h"
 #include "runtime/naa_server.h"
 #include "runtime/transport_factory.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
 
 namespace {
 
@@ -68,7 +73,15 @@ Stats Summarize(std::vector<double>& us) {
   return s;
 }
 
+// --iterations: overrides IterationsFor() (0 = built-in counts).
+size_t g_iterations = 0;
+// --poll-spin-us: VerbsOptions::poll_spin for both sides (-1 = default).
+int g_poll_spin_us = -1;
+// --dialect: the host's wire dialect (the NAA follows the host's MRSP).
+naarpc::ClientOptions g_client_options;
+
 size_t IterationsFor(size_t bytes) {
+  if (g_iterations > 0) return g_iterations;
   if (bytes <= 4096) return 4000;
   if (bytes <= (1 << 20)) return 400;
   return 12;
@@ -77,7 +90,8 @@ size_t IterationsFor(size_t bytes) {
 // Times `one()` for at least `min_time` and IterationsFor(bytes) runs.
 template <typename F>
 Stats Measure(size_t bytes, double min_time, F&& one) {
-  for (int i = 0; i < 3; ++i) one();  // warm-up
+  const int warmup = bytes > (1u << 20) ? 1 : 3;
+  for (int i = 0; i < warmup; ++i) one();
   std::vector<double> us;
   const auto start = Clock::now();
   const size_t want = IterationsFor(bytes);
@@ -138,12 +152,22 @@ void TuneSocket(int fd) {
   }
 }
 
+// The transport by name; verbs with --poll-spin-us when given.
+naarpc::Result<std::unique_ptr<naarpc::Transport>> MakeTransport(const std::string& name) {
+  if (name == "verbs" && g_poll_spin_us >= 0) {
+    naarpc::VerbsOptions opt;
+    opt.poll_spin = std::chrono::microseconds(g_poll_spin_us);
+    return naarpc::NewVerbsTransport(opt);
+  }
+  return naarpc::NewTransport(name);
+}
+
 // ---- naarpc NAA --------------------------------------------------------------
 
 [[noreturn]] void NaaProcess(const std::string& transport_name, const std::string& address,
                              int cpu, int port_pipe) {
   Pin(cpu);
-  auto transport = naarpc::NewTransport(transport_name);
+  auto transport = MakeTransport(transport_name);
   if (!transport.ok()) {
     std::fprintf(stderr, "NAA: %s\n", transport.status().ToString().c_str());
     _exit(1);
@@ -175,7 +199,7 @@ std::string Human(size_t b) {
 
 int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
                  const std::string& transport_name, const std::string& address,
-                 const std::vector<size_t>& sizes, double min_time) {
+                 const std::vector<size_t>& sizes, double min_time, bool machine) {
   Pin(client_cpu);
   // Raw TCP echo server.
   int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -210,7 +234,7 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   }
   close(pipefd[0]);
 
-  auto transport = naarpc::NewTransport(transport_name);
+  auto transport = MakeTransport(transport_name);
   if (!transport.ok()) {
     std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
     return 1;
@@ -221,7 +245,19 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
     Row row{bytes, {}, {}};
     // naarpc
     auto session = naarpc::ClientSession::Open(
-        **transport, address, naa_port, {{"data", naarpc::Direction::kInOut, bytes}});
+        **transport, address, naa_port, {{"data", naarpc::Direction::kInOut, bytes}},
+        g_client_options);
+    for (int attempt = 1; !session.ok() && attempt < 3; ++attempt) {
+      // Reported, then retried: a failed open is a finding, not a reason to
+      // lose the rest of the run.
+      std::fprintf(stderr, "open (%zu bytes) failed, retrying: %s\n", bytes,
+                   session.status().ToString().c_str());
+      std::printf("warning: open of the %zu-byte session failed once: %s\n", bytes,
+                  session.status().ToString().c_str());
+      session = naarpc::ClientSession::Open(
+          **transport, address, naa_port, {{"data", naarpc::Direction::kInOut, bytes}},
+        g_client_options);
+    }
     if (!session.ok()) {
       std::fprintf(stderr, "open: %s\n", session.status().ToString().c_str());
       rc = 1;
@@ -276,6 +312,16 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   }
   std::printf("(median round trip per call; latency ratio = naarpc/raw, lower is better;\n"
               " bandwidth ratio = naarpc/raw, higher is better)\n");
+  if (machine) {
+    const char* placement = client_cpu == server_cpu ? "same" : "split";
+    for (const Row& r : rows) {
+      std::printf("result placement=%s transport=%s bytes=%zu iterations=%zu "
+                  "naarpc_median_us=%.3f naarpc_min_us=%.3f naarpc_mean_us=%.3f "
+                  "raw_median_us=%.3f\n",
+                  placement, transport_name.c_str(), r.bytes, r.naarpc.iterations,
+                  r.naarpc.median_us, r.naarpc.min_us, r.naarpc.mean_us, r.raw.median_us);
+    }
+  }
   std::fflush(stdout);
   return rc;
 }
@@ -296,18 +342,30 @@ int main(int argc, char** argv) {
   app.add_option("--address", address, "address the NAA listens on");
   app.add_option("--min-time", min_time, "minimum seconds per measurement")->check(CLI::PositiveNumber);
   app.add_option("--sizes", sizes, "payload sizes in bytes");
+  bool machine = false;
+  app.add_option("--iterations", g_iterations,
+                 "minimum timed calls per size (0 = 4000 up to 4 KiB, 400 up to 1 MiB, 12 above)");
+  app.add_option("--poll-spin-us", g_poll_spin_us,
+                 "verbs only: CQ busy-poll before sleeping, both sides (-1 = VerbsOptions default)");
+  std::string dialect = "spec";
+  app.add_option("--dialect", dialect,
+                 "wire dialect: spec (metadata region written every call) or reference")
+      ->check(CLI::IsMember({"spec", "reference"}));
+  app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
   CLI11_PARSE(app, argc, argv);
+  g_client_options.dialect =
+      dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
 
   const int cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   int rc = 0;
   if (placement == "same" || placement == "both") {
-    rc |= RunPlacement("same CPU", 0, 0, transport, address, sizes, min_time);
+    rc |= RunPlacement("same CPU", 0, 0, transport, address, sizes, min_time, machine);
   }
   if (placement == "split" || placement == "both") {
     if (cpus < 2) {
       std::printf("split placement needs 2 CPUs; this machine has %d\n", cpus);
     } else {
-      rc |= RunPlacement("split CPUs", 0, 1, transport, address, sizes, min_time);
+      rc |= RunPlacement("split CPUs", 0, 1, transport, address, sizes, min_time, machine);
     }
   }
   return rc;

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Runs inside the Soft-RoCE guest (tools/rxe-vm), started by verbs_bench.sh:
+# perftest (ib_write_lat, ib_write_bw) and call_bench over rxe0 in one boot,
+# then one table of naarpc vs. the fabric.
+#
+# Usage: guest_bench.sh CALL_BENCH [--sizes "N..."] [--bw-sizes "N..."]
+#            [--placement same|split|both] [--min-time S] [--no-diagnose]
+set -uo pipefail
+
+call_bench="$1"; shift
+addr="${NAARPC_TEST_ADDRESS:?set by rxe-vm}"
+sizes="64 4096 65536 1048576 4194304 16777216 67108864"
+bw_sizes="1048576 4194304 16777216 67108864"
+placement=both
+min_time=0.3
+diagnose=1
+while (($#)); do
+  case "$1" in
+    --sizes) sizes="$2"; shift 2 ;;
+    --bw-sizes) bw_sizes="$2"; shift 2 ;;
+    --placement) placement="$2"; shift 2 ;;
+    --min-time) min_time="$2"; shift 2 ;;
+    --no-diagnose) diagnose=0; shift ;;
+    *) echo "guest_bench: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+
+logs=/tmp/verbs_bench  # guest tmpfs
+mkdir -p "$logs"
+t_start=$(date +%s.%N)
+section() {
+  printf '\n===== %s [t=%ss] =====\n' "$*" \
+    "$(awk -v s="$t_start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')"
+}
+failed=0
+next_port=18600
+
+# perf NAME SERVER_CPU CLIENT_CPU TOOL ARGS...: perftest server (background)
+# and client over rdma_cm (-R) on rxe0, each pinned; the client's output goes
+# to $logs/NAME (and stdout).
+perf() {
+  local name="$1" scpu="$2" ccpu="$3" tool="$4"; shift 4
+  local port=$((next_port++)) rc=0
+  taskset -c "$scpu" "$tool" -d rxe0 -R -p "$port" "$@" >"$logs/$name.server" 2>&1 &
+  local server=$!
+  sleep 1
+  timeout 180 taskset -c "$ccpu" "$tool" -d rxe0 -R -p "$port" "$@" "$addr" \
+    >"$logs/$name" 2>&1 || rc=$?
+  wait "$server" || rc=$?
+  cat "$logs/$name"
+  if ((rc != 0)); then
+    echo "FAILED: $name (exit $rc); server log:"; cat "$logs/$name.server"; failed=1
+  fi
+  return 0
+}
+
+# The data line of a perftest report whose first field is SIZE; prints field F.
+perf_field() {  # perf_field LOG SIZE F
+  awk -v s="$2" -v f="$3" '$1 == s && $2 ~ /^[0-9]+$/ && $f ~ /^[0-9.]+$/ { v = $f } END { if (v != "") print v }' "$1"
+}
+
+# cb NAME ARGS...: call_bench over verbs; output to $logs/NAME (and stdout).
+cb() {
+  local name="$1"; shift
+  local rc=0
+  timeout 300 "$call_bench" --transport=verbs --address="$addr" --machine "$@" \
+    >"$logs/$name" 2>&1 || rc=$?
+  cat "$logs/$name"
+  if ((rc != 0)); then echo "FAILED: $name (exit $rc)"; failed=1; fi
+  return 0
+}
+
+# cb_field LOG PLACEMENT BYTES KEY: a value from call_bench's "result" lines.
+cb_field() {
+  awk -v p="placement=$2" -v b="bytes=$3" -v k="$4" '
+    $1 == "result" && $2 == p && $4 == b {
+      for (i = 5; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == k) v = kv[2] }
+    } END { if (v != "") print v }' "$1"
+}
+
+section "guest"
+echo "kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2/1024 " MiB"}' /proc/meminfo)"
+rdma link
+[[ -e /sys/class/infiniband/rxe0 ]] || { echo "rxe0 missing"; exit 1; }
+
+# The fabric: perftest pinned like call_bench's split placement (server =
+# NAA on CPU 1, client = host on CPU 0). ib_write_lat busy-polls on both sides.
+# perftest derives its clock from a calibration that fails now and then in
+# the emulated CPU ("Correlation coefficient r^2 < 0.9", then "inf"): such a
+# run is repeated (up to 3 times).
+lat_run() {  # lat_run NAME SERVER_CPU CLIENT_CPU TOOL ARGS...
+  local name="$1"; shift
+  for try in 1 2 3; do
+    perf "$name" "$@"
+    [[ -n "$(perf_field "$logs/$name" 64 5)" ]] && return 0
+    echo "(no usable latency figure; run $try of 3)"
+  done
+}
+section "ib_write_lat 64 B (server CPU 1, client CPU 0)"
+lat_run lat_split 1 0 ib_write_lat -s 64 -n 2000
+# ib_write_bw varies from run to run in the guest (up to ~1.7x at 16-64 MiB):
+# two runs per size, the better one is the reference (the fabric's best).
+for s in $bw_sizes; do
+  # ~256 MiB per size (at least 5 writes, perftest's minimum).
+  n=$(( (256 << 20) / s )); ((n < 5)) && n=5
+  for try in 1 2; do
+    section "ib_write_bw $s B x $n, run $try (server CPU 1, client CPU 0)"
+    perf "bw_${s}_$try" 1 0 ib_write_bw -s "$s" -n "$n"
+  done
+  best="$( { perf_field "$logs/bw_${s}_1" "$s" 4; perf_field "$logs/bw_${s}_2" "$s" 4; } |
+           sort -g | tail -1)"
+  echo "best ib_write_bw at $s B: ${best:-n/a} MiB/s"
+  echo "$best" > "$logs/bw_$s.best"
+done
+
+placements=()
+case "$placement" in
+  both) placements=(split same) ;;
+  *) placements=("$placement") ;;
+esac
+for p in "${placements[@]}"; do
+  # shellcheck disable=SC2086
+  section "call_bench --placement=$p"
+  cb "cb_$p" --placement="$p" --min-time="$min_time" --sizes $sizes
+done
+
+# What the 64 B round trip is made of (split placement): the verbs
+# transport's CQ busy-poll budget (VerbsOptions::poll_spin, default 50 us) on
+# both sides (100000 = busy-poll throughout, like perftest), the spec
+# dialect's metadata write (the reference dialect has none), and the fabric
+# with a receive completion per message (ib_send_lat: the responder consumes
+# a receive WQE and polls its CQ, as a WRITE_WITH_IMM does).
+spins="0 50 1000 100000"
+if ((diagnose)); then
+  for sp in $spins; do
+    section "diagnosis: call_bench 64 B, split, poll_spin=${sp}us"
+    cb "diag_spin_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
+      --poll-spin-us "$sp"
+  done
+  for sp in 50 100000; do
+    section "diagnosis: call_bench 64 B, split, reference dialect, poll_spin=${sp}us"
+    cb "diag_ref_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
+      --dialect=reference --poll-spin-us "$sp"
+  done
+  section "diagnosis: ib_send_lat 64 B (server CPU 1, client CPU 0)"
+  lat_run send_lat 1 0 ib_send_lat -s 64 -n 2000
+fi
+
+# ------------------------------------------------------------------ table ---
+section "summary"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+verdict() {  # verdict RATIO OP TARGET
+  awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN {
+    if (r == "n/a") { print "n/a"; exit }
+    ok = (op == "<=") ? (r + 0 <= t + 0) : (r + 0 >= t + 0)
+    print ok ? "ok" : "MISS" }'
+}
+fmt() { if [[ -n "$1" ]]; then printf '%.1f' "$1"; else echo "n/a"; fi; }
+
+lat_typ="$(perf_field "$logs/lat_split" 64 5)"
+fabric_rtt="$(awk -v t="$lat_typ" 'BEGIN { if (t != "") printf "%.3f", 2 * t }')"
+echo "naarpc vs. perftest over Soft-RoCE: rxe0 at $addr, loopback, one guest boot"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(uname -r), $(nproc) vCPUs (QEMU TCG)"
+echo
+echo "Latency, 64 B (median round trips, us):"
+echo "  fabric RTT = 2 x ib_write_lat t_typical (${lat_typ:-n/a} us): $(fmt "$fabric_rtt") us"
+printf '  %-34s %10s %8s %8s  %s\n' "" "us" "ratio" "target" ""
+for p in "${placements[@]}"; do
+  v="$(cb_field "$logs/cb_$p" "$p" 64 naarpc_median_us)"
+  r="$(ratio "$v" "$fabric_rtt")"
+  note=""; [[ "$p" == same ]] && note="(same vCPU; perftest above is split)"
+  printf '  %-34s %10s %7sx %8s  %s %s\n' "naarpc 64 B call, $p CPUs" "$(fmt "$v")" "$r" \
+    "<= 1.5x" "$(verdict "$r" "<=" 1.5)" "$note"
+done
+echo
+echo "Throughput, MB/s (10^6 B/s). naarpc = 2N / median call round trip (a call"
+echo "moves N bytes host->NAA, then N bytes NAA->host, one after the other);"
+echo "ib_write_bw = its one-way average (MiB/s converted; better of 2 runs), N-byte"
+echo "writes streamed one way with up to 128 in flight. Ratio = naarpc / ib_write_bw."
+hdr=$(printf '  %-8s %12s' "size" "ib_write_bw")
+for p in "${placements[@]}"; do hdr+=$(printf ' %13s %7s %6s' "naarpc $p" "ratio" ""); done
+echo "$hdr"
+for s in $bw_sizes; do
+  bw_mib="$(cat "$logs/bw_$s.best" 2>/dev/null)"
+  bw="$(awk -v m="$bw_mib" 'BEGIN { if (m != "") printf "%.3f", m * 1.048576 }')"
+  label="$((s >> 20)) MiB"
+  line=$(printf '  %-8s %12s' "$label" "$(fmt "$bw")")
+  for p in "${placements[@]}"; do
+    us="$(cb_field "$logs/cb_$p" "$p" "$s" naarpc_median_us)"
+    nb="$(awk -v s="$s" -v u="$us" 'BEGIN { if (u != "" && u + 0 > 0) printf "%.3f", 2 * s / u }')"
+    r="$(ratio "$nb" "$bw")"
+    line+=$(printf ' %13s %6sx %6s' "$(fmt "$nb")" "$r" "$(verdict "$r" ">=" 0.95)")
+  done
+  echo "$line"
+done
+echo "  (targets: latency ratio <= 1.5x, throughput ratio >= 0.95x)"
+
+if ((diagnose)); then
+  echo
+  echo "Diagnosis, 64 B round trip, split CPUs (median us; ratio to the fabric RTT):"
+  diag() {  # diag LABEL LOG
+    local v; v="$(cb_field "$2" split 64 naarpc_median_us)"
+    printf '  %-52s %8s us  %6sx\n' "$1" "$(fmt "$v")" "$(ratio "$v" "$fabric_rtt")"
+  }
+  for sp in $spins; do
+    diag "naarpc, spec dialect, poll_spin $sp us" "$logs/diag_spin_$sp"
+  done
+  for sp in 50 100000; do
+    diag "naarpc, reference dialect (no metadata), poll_spin $sp us" "$logs/diag_ref_$sp"
+  done
+  t_send="$(perf_field "$logs/send_lat" 64 5)"
+  s_rtt="$(awk -v t="$t_send" 'BEGIN { if (t != "") printf "%.3f", 2 * t }')"
+  printf '  %-52s %8s us  %6sx\n' "fabric with recv CQE: 2 x ib_send_lat t_typical" "$(fmt "$s_rtt")" \
+    "$(ratio "$s_rtt" "$fabric_rtt")"
+fi
+
+section "done"
+if ((failed)); then echo "verbs_bench: some runs FAILED (see above)"; exit 1; fi
