@@ -351,10 +351,14 @@ int main(int argc, char** argv) {
   app.add_option("--dialect", dialect,
                  "wire dialect: spec (metadata region written every call) or reference")
       ->check(CLI::IsMember({"spec", "reference"}));
+  bool metadata_once = false;
+  app.add_flag("--metadata-once", metadata_once,
+               "spec dialect: write the metadata region on the first call only");
   app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
   CLI11_PARSE(app, argc, argv);
   g_client_options.dialect =
       dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
+  g_client_options.metadata_every_call = !metadata_once;
 
   const int cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   int rc = 0;

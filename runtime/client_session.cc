@@ -343,8 +343,10 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   for (const WireRegion& w : wire) {
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
-      slices.push_back({{metadata_mr->remote_addr(), w.size, metadata_mr->lkey()},
-                        w.peer_addr, w.peer_rkey});
+      if (options.metadata_every_call || calls_completed == 0) {
+        slices.push_back({{metadata_mr->remote_addr(), w.size, metadata_mr->lkey()},
+                          w.peer_addr, w.peer_rkey});
+      }
       continue;
     }
     const Param& p = params[w.param];

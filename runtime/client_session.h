@@ -33,6 +33,11 @@ struct ClientOptions {
   // Largest wire region; larger parameters are split into several regions.
   // Only tests lower it.
   uint64_t max_region_size = kMaxRegionSize;
+  // Spec dialect: the spec writes the metadata region with every call. An
+  // NAA that keeps its regions between calls (naarpc's does) needs it only
+  // once; false writes it on the first call only and saves one RDMA WRITE
+  // per call.
+  bool metadata_every_call = true;
 };
 
 struct CallOptions {

@@ -142,6 +142,11 @@ if ((diagnose)); then
     cb "diag_ref_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
       --dialect=reference --poll-spin-us "$sp"
   done
+  for sp in 50 100000; do
+    section "diagnosis: call_bench 64 B, split, spec dialect, metadata once, poll_spin=${sp}us"
+    cb "diag_once_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
+      --metadata-once --poll-spin-us "$sp"
+  done
   section "diagnosis: ib_send_lat 64 B (server CPU 1, client CPU 0)"
   lat_run send_lat 1 0 ib_send_lat -s 64 -n 2000
 fi
@@ -207,6 +212,9 @@ if ((diagnose)); then
   done
   for sp in 50 100000; do
     diag "naarpc, reference dialect (no metadata), poll_spin $sp us" "$logs/diag_ref_$sp"
+  done
+  for sp in 50 100000; do
+    diag "naarpc, spec dialect, metadata once, poll_spin $sp us" "$logs/diag_once_$sp"
   done
   t_send="$(perf_field "$logs/send_lat" 64 5)"
   s_rtt="$(awk -v t="$t_send" 'BEGIN { if (t != "") printf "%.3f", 2 * t }')"

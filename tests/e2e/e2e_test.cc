@@ -324,6 +324,14 @@ TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
   server->Shutdown();
 }
 
+TEST_P(E2eTest, MetadataOnFirstCallOnly) {
+  ClientOptions options;
+  options.metadata_every_call = false;
+  auto s = MustOpen(VectorAddLayout(32), options);
+  ASSERT_NE(s, nullptr);
+  for (int call = 0; call < 3; ++call) VectorAddOnce(*s, 20 + call);
+}
+
 TEST_P(E2eTest, AdjacentSmallRegionsStaySeparateParameters) {
   // One host array holding two inputs back to back: two parameters, not one.
   std::vector<float> ab(2 * 64, 1.5f);
