@@ -349,16 +349,16 @@ int main(int argc, char** argv) {
                  "verbs only: CQ busy-poll before sleeping, both sides (-1 = VerbsOptions default)");
   std::string dialect = "spec";
   app.add_option("--dialect", dialect,
-                 "wire dialect: spec (metadata region written every call) or reference")
+                 "wire dialect: spec (metadata region) or reference (INPUT/OUTPUT flags)")
       ->check(CLI::IsMember({"spec", "reference"}));
-  bool metadata_once = false;
-  app.add_flag("--metadata-once", metadata_once,
-               "spec dialect: write the metadata region on the first call only");
+  bool metadata_every_call = false;
+  app.add_flag("--metadata-every-call", metadata_every_call,
+               "spec dialect: rewrite the metadata region with every call (default: first call only)");
   app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
   CLI11_PARSE(app, argc, argv);
   g_client_options.dialect =
       dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
-  g_client_options.metadata_every_call = !metadata_once;
+  g_client_options.metadata_every_call = metadata_every_call;
 
   const int cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   int rc = 0;

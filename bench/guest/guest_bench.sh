@@ -127,7 +127,7 @@ done
 # What the 64 B round trip is made of (split placement): the verbs
 # transport's CQ busy-poll budget (VerbsOptions::poll_spin, default 50 us) on
 # both sides (100000 = busy-poll throughout, like perftest), the spec
-# dialect's metadata write (the reference dialect has none), and the fabric
+# dialect's metadata write if repeated every call (default: first call only), and the fabric
 # with a receive completion per message (ib_send_lat: the responder consumes
 # a receive WQE and polls its CQ, as a WRITE_WITH_IMM does).
 spins="0 50 1000 100000"
@@ -143,9 +143,9 @@ if ((diagnose)); then
       --dialect=reference --poll-spin-us "$sp"
   done
   for sp in 50 100000; do
-    section "diagnosis: call_bench 64 B, split, spec dialect, metadata once, poll_spin=${sp}us"
-    cb "diag_once_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
-      --metadata-once --poll-spin-us "$sp"
+    section "diagnosis: call_bench 64 B, split, spec dialect, metadata every call, poll_spin=${sp}us"
+    cb "diag_every_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
+      --metadata-every-call --poll-spin-us "$sp"
   done
   section "diagnosis: ib_send_lat 64 B (server CPU 1, client CPU 0)"
   lat_run send_lat 1 0 ib_send_lat -s 64 -n 2000
@@ -214,7 +214,7 @@ if ((diagnose)); then
     diag "naarpc, reference dialect (no metadata), poll_spin $sp us" "$logs/diag_ref_$sp"
   done
   for sp in 50 100000; do
-    diag "naarpc, spec dialect, metadata once, poll_spin $sp us" "$logs/diag_once_$sp"
+    diag "naarpc, spec dialect, metadata every call, poll_spin $sp us" "$logs/diag_every_$sp"
   done
   t_send="$(perf_field "$logs/send_lat" 64 5)"
   s_rtt="$(awk -v t="$t_send" 'BEGIN { if (t != "") printf "%.3f", 2 * t }')"

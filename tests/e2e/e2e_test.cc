@@ -324,9 +324,9 @@ TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
   server->Shutdown();
 }
 
-TEST_P(E2eTest, MetadataOnFirstCallOnly) {
+TEST_P(E2eTest, MetadataRewrittenEveryCallOnRequest) {
   ClientOptions options;
-  options.metadata_every_call = false;
+  options.metadata_every_call = true;
   auto s = MustOpen(VectorAddLayout(32), options);
   ASSERT_NE(s, nullptr);
   for (int call = 0; call < 3; ++call) VectorAddOnce(*s, 20 + call);
