@@ -236,11 +236,7 @@ Status ClientSession::Impl::RunMrsp() {
       recv_id, {mrsp_recv_mr->remote_addr(), static_cast<uint32_t>(mrsp_recv_buf.size()),
                 mrsp_recv_mr->lkey()}));
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspSending));
-  SendRequest send;
-  send.wr_id = send_id;
-  send.opcode = WorkOpcode::kSend;
-  send.local = {mrsp_send_mr->remote_addr(), static_cast<uint32_t>(*encoded), mrsp_send_mr->lkey()};
-  NAARPC_RETURN_IF_ERROR(conn->PostSend(std::span<const SendRequest>(&send, 1)));
+  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn, send_id, *mrsp_send_mr, *encoded));
 
   bool sent = false, received = false;
   uint32_t reply_len = 0;

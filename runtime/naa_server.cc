@@ -278,12 +278,7 @@ Status ConnectionServer::RunMrsp() {
                                                mrsp_send_buf_.size()));
   if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP advertisement");
   const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
-  SendRequest send;
-  send.wr_id = send_id;
-  send.opcode = WorkOpcode::kSend;
-  send.local = {mrsp_send_mr_->remote_addr(), static_cast<uint32_t>(*encoded),
-                mrsp_send_mr_->lkey()};
-  NAARPC_RETURN_IF_ERROR(conn_->PostSend(std::span<const SendRequest>(&send, 1)));
+  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn_, send_id, *mrsp_send_mr_, *encoded));
   // The send completes when the host acknowledges it; a call may already be
   // on its way, so completions of either kind are handled in WaitForCall.
   return sm_.Transition(CommState::kMrspDone);
@@ -296,12 +291,7 @@ Status ConnectionServer::SendMrspError(MrspErrorCode code) {
                                                mrsp_send_buf_.size()));
   if (!encoded.ok()) return encoded.status();
   const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 1);
-  SendRequest send;
-  send.wr_id = send_id;
-  send.opcode = WorkOpcode::kSend;
-  send.local = {mrsp_send_mr_->remote_addr(), static_cast<uint32_t>(*encoded),
-                mrsp_send_mr_->lkey()};
-  NAARPC_RETURN_IF_ERROR(conn_->PostSend(std::span<const SendRequest>(&send, 1)));
+  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn_, send_id, *mrsp_send_mr_, *encoded));
   // Wait (bounded) until the host has the message, then disconnect.
   Status s = internal::PollUntil(*conn_, Deadline::After(options_.mrsp_timeout),
                                  "sending MRSP error", [&](const Completion& c, bool& done) {

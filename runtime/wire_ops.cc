@@ -23,6 +23,14 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
   return conn.PostSend(scratch);
 }
 
+Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length) {
+  SendRequest send;
+  send.wr_id = wr_id;
+  send.opcode = WorkOpcode::kSend;
+  send.local = {mr.remote_addr(), static_cast<uint32_t>(length), mr.lkey()};
+  return conn.PostSend(std::span<const SendRequest>(&send, 1));
+}
+
 Status CompletionFailure(const Completion& c, std::string_view what) {
   std::string msg(what);
   msg += ": work completion failed: ";

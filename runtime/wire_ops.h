@@ -47,6 +47,10 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
                          uint32_t imm, uint64_t final_wr_id,
                          std::vector<SendRequest>& scratch);
 
+// Posts one signaled SEND of the first `length` bytes of `mr` (an MRSP
+// message).
+Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
+
 // A failed completion as a Status naming what failed.
 Status CompletionFailure(const Completion& c, std::string_view what);
 
