@@ -6,9 +6,10 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <future>
+#include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,6 +58,75 @@ struct Group {
   size_t entry_count = 0;
 };
 
+// Runs kernels that have a time limit on one long-lived thread per
+// connection (a thread per call would cost a thread start on every call).
+class KernelWorker {
+ public:
+  KernelWorker() : thread_([this] { Loop(); }) {}
+  ~KernelWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Runs `job` on the worker; nullopt if it is still running after
+  // `timeout` (it then finishes in the background: see WaitIdle).
+  // REQUIRES: idle (WaitIdle() after a timeout).
+  std::optional<uint8_t> Run(std::function<uint8_t()> job, std::chrono::milliseconds timeout) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = std::move(job);
+      busy_ = true;
+      finished_.store(false, std::memory_order_relaxed);
+    }
+    cv_.notify_all();
+    // Short kernels: a bounded spin saves this thread a sleep and wake-up.
+    const auto spin_end = std::chrono::steady_clock::now() + kResultSpin;
+    while (!finished_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < spin_end) {
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [this] { return !busy_; })) return std::nullopt;
+    return result_;
+  }
+
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !busy_; });
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || (busy_ && job_); });
+      if (stop_ && !busy_) return;
+      auto job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      const uint8_t r = job();
+      lock.lock();
+      result_ = r;
+      busy_ = false;
+      finished_.store(true, std::memory_order_release);
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<uint8_t()> job_;  // guarded by mu_
+  bool busy_ = false;             // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
+  uint8_t result_ = 0;            // guarded by mu_
+  std::atomic<bool> finished_{false};
+  static constexpr auto kResultSpin = std::chrono::microseconds(50);
+  std::thread thread_;            // last: starts after the members above
+};
+
 // Serves one connection: MRSP, then calls until the peer leaves.
 class ConnectionServer {
  public:
@@ -103,7 +173,7 @@ class ConnectionServer {
   // Spec dialect: the metadata bytes the cached returns_ were resolved from.
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
-  std::future<uint8_t> runaway_kernel_;  // a kernel that outlived its timeout
+  std::unique_ptr<KernelWorker> worker_;  // for kernels with a time limit
   uint64_t seq_ = 0;
   uint64_t calls_ = 0;
 };
@@ -123,7 +193,7 @@ void ConnectionServer::Run() {
     sm_.Fail();
     Log(s.ToString());
   }
-  if (runaway_kernel_.valid()) runaway_kernel_.wait();
+  worker_.reset();  // waits for a kernel that outlived its timeout
   conn_->Disconnect().IgnoreError();
   for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
@@ -399,21 +469,17 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   };
   const auto timeout = handler_.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
-  auto future = std::async(std::launch::async, run);
-  if (future.wait_for(timeout) == std::future_status::ready) return future.get();
+  if (!worker_) worker_ = std::make_unique<KernelWorker>();
+  if (std::optional<uint8_t> status = worker_->Run(run, timeout)) return *status;
   Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
       std::to_string(timeout.count()) + " ms");
-  runaway_kernel_ = std::move(future);
   return kNaaStatusKernelTimeout;
 }
 
 Status ConnectionServer::HandleCall(uint32_t imm) {
   // A kernel that overran its timeout must finish before its buffers serve
   // the next call.
-  if (runaway_kernel_.valid()) {
-    runaway_kernel_.wait();
-    runaway_kernel_ = {};
-  }
+  if (worker_) worker_->WaitIdle();
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataReceiving));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kCalculating));
   std::vector<size_t>& returns = returns_;
