@@ -23,6 +23,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -87,22 +91,87 @@ size_t IterationsFor(size_t bytes) {
   return 12;
 }
 
+// Per-call timestamps. Like perftest's get_cycles(), the x86 time-stamp
+// counter where RDTSCP exists: clock_gettime costs ~0.8 us in a QEMU TCG
+// guest (HPET clocksource), which would inflate every sample. RDTSCP also
+// names the CPU, so a sample that migrated between CPUs (whose counters need
+// not agree) is dropped. Ticks become microseconds with a rate calibrated
+// against steady_clock over the whole measurement.
+class CallTimer {
+ public:
+  CallTimer() : use_tsc_(HasRdtscp()) {}
+  struct Stamp {
+    uint64_t ticks;
+    uint32_t cpu;
+  };
+  Stamp Now() const {
+#if defined(__x86_64__)
+    if (use_tsc_) {
+      unsigned aux = 0;
+      uint64_t t = __rdtscp(&aux);
+      return {t, aux};
+    }
+#endif
+    return {uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         Clock::now().time_since_epoch()).count()),
+            0};
+  }
+  const char* source() const { return use_tsc_ ? "rdtscp" : "steady_clock"; }
+
+ private:
+  static bool HasRdtscp() {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000001, &a, &b, &c, &d)) return false;
+    return (d & (1u << 27)) != 0;
+#else
+    return false;
+#endif
+  }
+  bool use_tsc_;
+};
+
 // Times `one()` for at least `min_time` and IterationsFor(bytes) runs.
 template <typename F>
 Stats Measure(size_t bytes, double min_time, F&& one) {
   const int warmup = bytes > (1u << 20) ? 1 : 3;
   for (int i = 0; i < warmup; ++i) one();
-  std::vector<double> us;
-  const auto start = Clock::now();
+  const CallTimer timer;
+  std::vector<uint64_t> ticks;
   const size_t want = IterationsFor(bytes);
-  while (us.size() < want ||
-         std::chrono::duration<double>(Clock::now() - start).count() < min_time) {
-    const auto t0 = Clock::now();
+  ticks.reserve(want);
+  const auto start = Clock::now();
+  const CallTimer::Stamp first = timer.Now();
+  double elapsed = 0;
+  size_t dropped = 0;
+  for (size_t i = 0;; ++i) {
+    // The clock is read every 16 calls only (see CallTimer).
+    if (i % 16 == 0) {
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      if (ticks.size() >= want && elapsed >= min_time) break;
+      if (ticks.size() >= 100 * want) break;
+    }
+    const CallTimer::Stamp t0 = timer.Now();
     if (!one()) break;
-    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    if (us.size() >= 100 * want) break;
+    const CallTimer::Stamp t1 = timer.Now();
+    if (t0.cpu == t1.cpu && t1.ticks >= t0.ticks) {
+      ticks.push_back(t1.ticks - t0.ticks);
+    } else {
+      ++dropped;
+    }
   }
+  const CallTimer::Stamp last = timer.Now();
+  const double span_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  const double us_per_tick =
+      last.ticks > first.ticks ? span_us / double(last.ticks - first.ticks) : 0.0;
+  std::vector<double> us;
+  us.reserve(ticks.size());
+  for (uint64_t t : ticks) us.push_back(double(t) * us_per_tick);
   if (us.empty()) us.push_back(0);
+  if (dropped > us.size() / 10) {
+    std::fprintf(stderr, "call_bench: %zu samples dropped (CPU migration); pin the client\n",
+                 dropped);
+  }
   return Summarize(us);
 }
 

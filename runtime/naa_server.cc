@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/mrsp.h"
+#include "runtime/spin_budget.h"
 #include "runtime/state_machine.h"
 #include "runtime/wire_ops.h"
 
@@ -84,9 +85,8 @@ class KernelWorker {
     }
     cv_.notify_all();
     // Short kernels: a bounded spin saves this thread a sleep and wake-up.
-    const auto spin_end = std::chrono::steady_clock::now() + kResultSpin;
-    while (!finished_.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < spin_end) {
+    SpinBudget spin(kResultSpin);
+    while (!finished_.load(std::memory_order_acquire) && spin.Continue()) {
     }
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, timeout, [this] { return !busy_; })) return std::nullopt;
@@ -174,6 +174,8 @@ class ConnectionServer {
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
   std::unique_ptr<KernelWorker> worker_;  // for kernels with a time limit
+  Deadline stop_check_ = Deadline::Infinite();  // bounds a wait for a call
+  bool renew_stop_check_ = true;
   uint64_t seq_ = 0;
   uint64_t calls_ = 0;
 };
@@ -384,7 +386,14 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
   std::array<Completion, 16> batch;
   for (;;) {
     if (stopping_.load(std::memory_order_relaxed)) return false;
-    Result<size_t> n = conn_->PollCompletions(batch, Deadline::After(kStopCheckInterval));
+    // One stop-check deadline serves many calls: renewed only after a poll
+    // came back empty (it had passed), so a busy connection reads no clock.
+    if (renew_stop_check_) {
+      stop_check_ = Deadline::After(kStopCheckInterval);
+      renew_stop_check_ = false;
+    }
+    Result<size_t> n = conn_->PollCompletions(batch, stop_check_);
+    if (n.ok() && *n == 0) renew_stop_check_ = true;
     if (!n.ok()) {
       if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
       return n.status();

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/spin_budget.h"
+
 namespace naarpc {
 namespace {
 
@@ -440,11 +442,11 @@ class VerbsConnection final : public Connection {
     if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");
     // Bounded spin, only while work is outstanding.
     if (opt_.poll_spin.count() > 0 && Outstanding()) {
-      auto spin_end = Deadline::Earlier(Deadline::After(opt_.poll_spin), deadline);
+      SpinBudget spin(opt_.poll_spin, deadline);
       do {
         NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
         if (n > 0) return n;
-      } while (!spin_end.expired());
+      } while (spin.Continue());
     }
     for (;;) {
       NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
