@@ -244,7 +244,7 @@ Status ClientSession::Impl::RunMrsp() {
       *conn, deadline, "MRSP", [&](const Completion& c, bool& done) -> Status {
         if (c.status != CompletionStatus::kSuccess) {
           return internal::CompletionFailure(
-              c, c.wr_id == send_id ? "MRSP send" : "MRSP receive");
+              c, c.wr_id == send_id ? "MRSP send" : "MRSP receive", *conn);
         }
         if (c.wr_id == send_id) {
           sent = true;
@@ -382,7 +382,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   s = internal::PollUntil(*conn, deadline, "waiting for the NAA", [&](const Completion& c, bool& done) -> Status {
     if (c.status != CompletionStatus::kSuccess) {
       return internal::CompletionFailure(
-          c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write");
+          c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
     }
     if (c.wr_id == write_id) {
       written = true;

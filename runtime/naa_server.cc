@@ -234,7 +234,7 @@ Status ConnectionServer::RunMrsp() {
       *conn_, Deadline::After(options_.mrsp_timeout), "waiting for the host's MRSP request",
       [&](const Completion& c, bool& done) -> Status {
         if (c.status != CompletionStatus::kSuccess) {
-          return internal::CompletionFailure(c, "MRSP receive");
+          return internal::CompletionFailure(c, "MRSP receive", *conn_);
         }
         if (c.wr_id != recv_id || c.opcode != WorkOpcode::kRecv) {
           return ProtocolError("expected the MRSP request (a SEND) first");
@@ -404,7 +404,7 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
       if (c.status != CompletionStatus::kSuccess) {
         if (c.status == CompletionStatus::kFlushed) return false;
         return internal::CompletionFailure(
-            c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back");
+            c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back", *conn_);
       }
       if (kind == WrKind::kDataRecv) {
         if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {

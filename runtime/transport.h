@@ -129,6 +129,11 @@ class Connection {
   virtual Status Disconnect() = 0;
 
   virtual std::string peer_name() const = 0;
+
+  // Why the connection broke, once known (e.g. "RDMA device removed",
+  // "peer disconnected"); empty while it is up or if the backend cannot tell.
+  // Flushed completions name it in their errors.
+  virtual std::string down_reason() const { return {}; }
 };
 
 class Listener {

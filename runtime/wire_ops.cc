@@ -31,12 +31,13 @@ Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, siz
   return conn.PostSend(std::span<const SendRequest>(&send, 1));
 }
 
-Status CompletionFailure(const Completion& c, std::string_view what) {
+Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn) {
   std::string msg(what);
   msg += ": work completion failed: ";
   msg += CompletionStatusName(c.status);
   if (c.status == CompletionStatus::kFlushed) {
-    return DisconnectedError(msg + " (peer disconnected)");
+    std::string reason = conn.down_reason();
+    return DisconnectedError(msg + " (" + (reason.empty() ? "peer disconnected" : reason) + ")");
   }
   return TransportError(std::move(msg));
 }

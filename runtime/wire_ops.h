@@ -52,7 +52,7 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
 Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
 
 // A failed completion as a Status naming what failed.
-Status CompletionFailure(const Completion& c, std::string_view what);
+Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
 
 // Polls `conn` until `on_completion` returns done or an error, or the
 // deadline passes (kDeadlineExceeded with `what`).

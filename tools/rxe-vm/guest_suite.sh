@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
 # perftest over rxe0 for reference.
-# Usage: guest_suite.sh VERBS_TEST [END_TO_END_TEST...]
+# Usage: guest_suite.sh [--device-removal TEST] VERBS_TEST [END_TO_END_TEST...]
+# --device-removal: last, removes rxe0 under a live call (the test), checks
+# that the device goes away once the test has exited, and re-creates it.
 set -uo pipefail
+removal_test=""
+if [[ "${1:-}" == --device-removal ]]; then removal_test="$2"; shift 2; fi
 verbs_test="$1"
 shift
 e2e_tests=("$@")
@@ -64,6 +68,27 @@ perf() {  # perf TOOL ARGS...: server in the background, then the client
 }
 run "ib_write_lat (rxe0, rdma_cm)" perf ib_write_lat -s 64 -n 2000
 run "ib_write_bw (rxe0, rdma_cm)" perf ib_write_bw -s 65536 -n 2000 --report_gbits
+
+# Last: it destroys rxe0 (and re-creates it).
+device_removal() {
+  gtest --no-skip env NAARPC_DEVICE_REMOVAL_TEST=1 "$removal_test" || return 1
+  # rxe cannot detach a live process, so the kernel finishes removing the
+  # device once the test process (and its librdmacm) has gone.
+  local i
+  for i in $(seq 1 30); do
+    [[ -e /sys/class/infiniband/rxe0 ]] || break
+    sleep 0.5
+  done
+  if [[ -e /sys/class/infiniband/rxe0 ]]; then
+    echo "rxe0 still present 15 s after the test ended (something still holds it)"
+    return 1
+  fi
+  echo "rxe0 removed; re-creating it"
+  rdma link add rxe0 type rxe netdev eth0 && ibv_devices | grep -q rxe0
+}
+if [[ -n "$removal_test" ]]; then
+  run "device removal (rdma link delete rxe0 under a live call)" device_removal
+fi
 
 section "result"
 if ((failed)); then echo "guest suite FAILED"; exit 1; fi

@@ -5,9 +5,10 @@ r="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-naarpc}"
 # Real paths: the guest sees the host's tree at the same paths.
 suite="$(readlink -f "$r/tools/rxe-vm/guest_suite.sh")"
 verbs_test="$(readlink -f "$r/runtime/transport_impl/verbs/verbs_transport_test")"
+removal_test="$(readlink -f "$r/tests/e2e/device_removal_test")"
 e2e_tests=()
 for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/services_test; do
   e2e_tests+=("$(readlink -f "$r/$t")")
 done
 exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
-  /bin/bash "$suite" "$verbs_test" "${e2e_tests[@]}"
+  /bin/bash "$suite" --device-removal "$removal_test" "$verbs_test" "${e2e_tests[@]}"

@@ -367,6 +367,7 @@ class EmuConnection final : public Connection {
   Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override;
   Status Disconnect() override;
   std::string peer_name() const override { return peer_; }
+  std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
 
  private:
   struct SendWr {

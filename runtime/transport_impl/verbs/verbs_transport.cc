@@ -216,6 +216,11 @@ Status CmEventError(const rdma_cm_event* ev, std::string_view stage) {
   switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_ERROR:
     case RDMA_CM_EVENT_ROUTE_ERROR:
+      if (ev->status == -ENODEV) {
+        return UnavailableError(msg + " (no RDMA device serves this address; is the device "
+                                      "up? without RDMA hardware use --transport=emulated)");
+      }
+      return UnavailableError(msg + " (peer unreachable)");
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
       return UnavailableError(msg + " (peer unreachable)");
@@ -503,6 +508,7 @@ class VerbsConnection final : public Connection {
   }
 
   std::string peer_name() const override { return peer_; }
+  std::string down_reason() const override { return down_ ? down_reason_ : std::string(); }
 
  private:
   struct SendEntry {
@@ -564,7 +570,12 @@ class VerbsConnection final : public Connection {
     int want = static_cast<int>(std::min(out.size(), kBatch));
     int n = ibv_poll_cq(core_->cq.get(), want, wcs);
     if (n < 0) return InternalError("ibv_poll_cq failed");
-    for (int i = 0; i < n; ++i) out[i] = Convert(wcs[i]);
+    for (int i = 0; i < n; ++i) {
+      out[i] = Convert(wcs[i]);
+      // A flush means the QP broke: pick up the CM event that says why
+      // (disconnect, device removal) so down_reason() can name it.
+      if (wcs[i].status == IBV_WC_WR_FLUSH_ERR && !down_) HandleCmEvents();
+    }
     return static_cast<size_t>(n);
   }
 
