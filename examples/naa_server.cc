@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport_name, "emulated | verbs | auto")
       ->check(CLI::IsMember({"emulated", "verbs", "auto"}))
       ->capture_default_str();
+  std::string device;
+  app.add_option("--device", device,
+                 "RDMA device for the verbs transport (e.g. mlx5_0, rxe0); default: the one "
+                 "the address routes to");
   app.add_option("--dialect", dialect,
                  "wire dialect to accept: spec | reference | any (the NAA detects the "
                  "dialect per connection at MRSP)")
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  auto transport = naarpc::NewTransport(transport_name);
+  auto transport = naarpc::NewTransport(transport_name, device);
   if (!transport.ok()) {
     std::fprintf(stderr, "naa_server: %s\n", transport.status().ToString().c_str());
     return 1;

@@ -7,11 +7,18 @@
 
 namespace naarpc {
 
-Result<std::unique_ptr<Transport>> NewTransport(std::string_view name) {
-  if (name == "emulated") return NewEmulatedTransport();
-  if (name == "verbs") return NewVerbsTransport();
-  if (name == "auto") {
-    if (RdmaDeviceAvailable()) return NewVerbsTransport();
+Result<std::unique_ptr<Transport>> NewTransport(std::string_view name,
+                                                std::string_view rdma_device) {
+  VerbsOptions verbs;
+  verbs.device = std::string(rdma_device);
+  if (name == "verbs") return NewVerbsTransport(verbs);
+  if (name == "auto" && RdmaDeviceAvailable()) return NewVerbsTransport(verbs);
+  if (name == "emulated" || name == "auto") {
+    if (!rdma_device.empty()) {
+      return InvalidArgumentError("RDMA device '" + verbs.device + "' selected, but the " +
+                                  (name == "auto" ? "machine has no RDMA device"
+                                                  : "emulated transport uses none"));
+    }
     return NewEmulatedTransport();
   }
   return InvalidArgumentError("unknown transport '" + std::string(name) +

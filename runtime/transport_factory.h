@@ -12,7 +12,10 @@ namespace naarpc {
 
 // name: "emulated", "verbs", or "auto" (verbs if an RDMA device exists,
 // else emulated). Unknown names fail with kInvalidArgument.
-Result<std::unique_ptr<Transport>> NewTransport(std::string_view name);
+// rdma_device: for verbs, the RDMA device to use (VerbsOptions::device;
+// empty = the one the address routes to); an error with "emulated".
+Result<std::unique_ptr<Transport>> NewTransport(std::string_view name,
+                                                std::string_view rdma_device = {});
 
 }  // namespace naarpc
 

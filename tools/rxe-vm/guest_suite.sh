@@ -37,6 +37,11 @@ ibv_devices
 rdma link
 [[ -e /sys/class/infiniband/rxe0 ]] || { echo "rxe0 missing"; exit 1; }
 
+# A second device on its own netdev, for the device-selection tests.
+ip link add eth1 type dummy && ip addr add 10.0.3.15/24 dev eth1 && ip link set eth1 up &&
+  rdma link add rxe1 type rxe netdev eth1 || { echo "cannot add rxe1"; failed=1; }
+export NAARPC_TEST_SECOND_DEVICE=rxe1 NAARPC_TEST_SECOND_ADDRESS=10.0.3.15
+
 run "verbs transport tests" gtest --no-skip "$verbs_test"
 for t in "${e2e_tests[@]}"; do
   # Some verbs cases skip by design (fault injection is emulated-only).

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -250,6 +251,22 @@ CompletionStatus MapWcStatus(ibv_wc_status s) {
     case IBV_WC_WR_FLUSH_ERR: return CompletionStatus::kFlushed;
     default: return CompletionStatus::kGeneralError;
   }
+}
+
+std::string DeviceNameOf(const rdma_cm_id* id) {
+  if (id == nullptr || id->verbs == nullptr || id->verbs->device == nullptr) return "?";
+  const char* n = ibv_get_device_name(id->verbs->device);
+  return n != nullptr ? n : "?";
+}
+
+// With VerbsOptions::device set: the cm_id (address resolved or bound) must
+// sit on that device.
+Status CheckDevice(const rdma_cm_id* id, const std::string& device, std::string_view what) {
+  if (device.empty() || id == nullptr || id->verbs == nullptr) return Status::Ok();
+  const std::string actual = DeviceNameOf(id);
+  if (actual == device) return Status::Ok();
+  return InvalidArgumentError(std::string(what) + " is served by RDMA device '" + actual +
+                              "', not by the selected device '" + device + "'");
 }
 
 // --------------------------------------------------------------- Core --
@@ -749,13 +766,17 @@ class VerbsListener final : public Listener {
 
 class VerbsTransport final : public Transport {
  public:
-  explicit VerbsTransport(VerbsOptions opt) : opt_(opt) {}
+  // `device_address`: with opt.device, that device's IPv4 address.
+  VerbsTransport(VerbsOptions opt, std::string device_address,
+                 std::optional<sockaddr_storage> source)
+      : opt_(std::move(opt)), device_address_(std::move(device_address)), source_(source) {}
 
   std::string_view name() const override { return "verbs"; }
 
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
                                               Deadline deadline) override {
     NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
+
     std::string target = host + ":" + std::to_string(port);
     for (int attempt = 0;; ++attempt) {
       bool rejected = false;
@@ -774,7 +795,11 @@ class VerbsTransport final : public Transport {
   }
 
   Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
-    NAARPC_ASSIGN_OR_RETURN(sockaddr_storage addr, ResolveHost(host, port, true));
+    std::string bind_host = host;
+    const bool any = host.empty() || host == "0.0.0.0" || host == "*";
+    // "Any" on a selected device: that device's address only.
+    if (any && !device_address_.empty()) bind_host = device_address_;
+    NAARPC_ASSIGN_OR_RETURN(sockaddr_storage addr, ResolveHost(bind_host, port, true));
     NAARPC_ASSIGN_OR_RETURN(EventChannelPtr ch, NewEventChannel());
     rdma_cm_id* raw = nullptr;
     if (rdma_create_id(ch.get(), &raw, nullptr, RDMA_PS_TCP) != 0) {
@@ -785,6 +810,7 @@ class VerbsTransport final : public Transport {
     if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0) {
       return UnavailableError(ErrnoText("rdma_bind_addr(" + where + ")", errno));
     }
+    NAARPC_RETURN_IF_ERROR(CheckDevice(id.get(), opt_.device, "listen address " + where));
     if (rdma_listen(id.get(), 16) != 0) {
       return UnavailableError(ErrnoText("rdma_listen(" + where + ")", errno));
     }
@@ -803,12 +829,14 @@ class VerbsTransport final : public Transport {
     }
     core->id.reset(raw);
     sockaddr_storage dst_copy = dst;
-    if (rdma_resolve_addr(raw, nullptr, reinterpret_cast<sockaddr*>(&dst_copy),
-                          StepTimeoutMs(deadline)) != 0) {
+    sockaddr_storage src_copy = source_.value_or(sockaddr_storage{});
+    if (rdma_resolve_addr(raw, source_ ? reinterpret_cast<sockaddr*>(&src_copy) : nullptr,
+                          reinterpret_cast<sockaddr*>(&dst_copy), StepTimeoutMs(deadline)) != 0) {
       return UnavailableError(ErrnoText("rdma_resolve_addr", errno));
     }
     NAARPC_RETURN_IF_ERROR(ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED,
                                          deadline, "resolve address"));
+    NAARPC_RETURN_IF_ERROR(CheckDevice(raw, opt_.device, "the route to this address"));
     if (rdma_resolve_route(raw, StepTimeoutMs(deadline)) != 0) {
       return UnavailableError(ErrnoText("rdma_resolve_route", errno));
     }
@@ -829,10 +857,23 @@ class VerbsTransport final : public Transport {
         std::make_unique<VerbsConnection>(std::move(core), opt_));
   }
 
-  VerbsOptions opt_;
+  const VerbsOptions opt_;
+  const std::string device_address_;
+  // With opt_.device: connections originate from the device's address.
+  const std::optional<sockaddr_storage> source_;
 };
 
 }  // namespace
+
+std::vector<std::string> RdmaDeviceNames() {
+  std::vector<std::string> names;
+  int num = 0;
+  ibv_device** list = ibv_get_device_list(&num);
+  if (list == nullptr) return names;
+  for (int i = 0; i < num; ++i) names.emplace_back(ibv_get_device_name(list[i]));
+  ibv_free_device_list(list);
+  return names;
+}
 
 bool RdmaDeviceAvailable() {
   int num = 0;
@@ -849,13 +890,28 @@ Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options) {
         "on machines without RDMA hardware, or run inside the Soft-RoCE guest "
         "(tools/rxe-vm/rxe-vm)");
   }
+  if (!options.device.empty()) {
+    const std::vector<std::string> names = RdmaDeviceNames();
+    if (std::find(names.begin(), names.end(), options.device) == names.end()) {
+      std::string have;
+      for (const std::string& n : names) have += (have.empty() ? "" : ", ") + n;
+      return NotFoundError("RDMA device '" + options.device + "' not found (devices: " + have + ")");
+    }
+  }
   if (options.max_send_wr == 0 || options.max_recv_wr == 0) {
     return InvalidArgumentError("VerbsOptions: max_send_wr/max_recv_wr must be > 0");
   }
-  return std::unique_ptr<Transport>(std::make_unique<VerbsTransport>(options));
+  std::string device_address;
+  std::optional<sockaddr_storage> source;
+  if (!options.device.empty()) {
+    NAARPC_ASSIGN_OR_RETURN(device_address, FindRdmaIpv4Address(options.device));
+    NAARPC_ASSIGN_OR_RETURN(source, ResolveHost(device_address, 0, true));
+  }
+  return std::unique_ptr<Transport>(
+      std::make_unique<VerbsTransport>(options, device_address, source));
 }
 
-Result<std::string> FindRdmaIpv4Address() {
+Result<std::string> FindRdmaIpv4Address(const std::string& device) {
   if (!RdmaDeviceAvailable()) return NotFoundError("no RDMA device found");
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) != 0) return InternalError(ErrnoText("getifaddrs", errno));
@@ -871,11 +927,16 @@ Result<std::string> FindRdmaIpv4Address() {
     CmIdPtr id(raw);
     sockaddr_in probe = *in;
     probe.sin_port = 0;
-    if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&probe)) == 0 && raw->verbs != nullptr) {
+    if (rdma_bind_addr(raw, reinterpret_cast<sockaddr*>(&probe)) == 0 && raw->verbs != nullptr &&
+        (device.empty() || DeviceNameOf(raw) == device)) {
       char buf[INET_ADDRSTRLEN] = {};
       inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
       return std::string(buf);
     }
+  }
+  if (!device.empty()) {
+    return NotFoundError("no local IPv4 address is bound to RDMA device '" + device +
+                         "' (is its netdev up with an address?)");
   }
   return NotFoundError("no local IPv4 address is bound to an RDMA device");
 }

@@ -7,15 +7,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/transport.h"
 
 namespace naarpc {
 
 struct VerbsOptions {
+  // The RDMA device to use (e.g. "mlx5_0", "rxe0"); empty = the device the
+  // address routes to. When set, listening on "any" binds to the device's
+  // first IPv4 address, connections originate from it, and an address served
+  // by another device is refused with a message naming both.
+  std::string device;
   // Busy-poll the CQ for up to this long before sleeping on the completion
   // channel (bounded spin for latency; 0 = always event-driven). Only spins
-  // while work is outstanding on the connection.
+  // while work is outstanding on the connection; reads the clock once per 32
+  // polls (SpinBudget), as clock reads are slow in some VMs.
   std::chrono::microseconds poll_spin{50};
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
@@ -37,10 +44,14 @@ bool RdmaDeviceAvailable();
 // there is no RDMA device.
 Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options = {});
 
+// Names of the RDMA devices libibverbs lists, in its order.
+std::vector<std::string> RdmaDeviceNames();
+
 // The first local IPv4 address (not loopback) that rdma_cm can bind to an
-// RDMA device, e.g. the address of the netdev under a Soft-RoCE device.
-// For tests and tools that need an address to listen/connect on.
-Result<std::string> FindRdmaIpv4Address();
+// RDMA device (to `device` if not empty), e.g. the address of the netdev
+// under a Soft-RoCE device. For tests and tools that need an address to
+// listen/connect on.
+Result<std::string> FindRdmaIpv4Address(const std::string& device = {});
 
 }  // namespace naarpc
 

@@ -595,5 +595,91 @@ TEST_F(VerbsTest, ConnectToUnresolvableHostFails) {
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
 }
 
+
+// ---- device selection (VerbsOptions::device) --------------------------------
+
+class VerbsDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RdmaDeviceAvailable()) GTEST_SKIP() << kSkipMessage;
+    names_ = RdmaDeviceNames();
+    ASSERT_FALSE(names_.empty());
+  }
+  std::vector<std::string> names_;
+};
+
+TEST_F(VerbsDeviceTest, UnknownDeviceIsNamedWithTheDevicesThatExist) {
+  VerbsOptions opt;
+  opt.device = "no_such_dev9";
+  auto t = NewVerbsTransport(opt);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(t.status().message().find("'no_such_dev9'"), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().message().find(names_.front()), std::string::npos) << t.status().ToString();
+  EXPECT_EQ(FindRdmaIpv4Address("no_such_dev9").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(VerbsDeviceTest, SelectedDeviceListensOnItsAddressAndConnects) {
+  const std::string dev = names_.front();
+  auto dev_addr = FindRdmaIpv4Address(dev);
+  ASSERT_OK(dev_addr.status());
+  VerbsOptions opt;
+  opt.device = dev;
+  auto t = NewVerbsTransport(opt);
+  ASSERT_OK(t.status());
+  // "Any" becomes the device's own address.
+  auto l = (*t)->Listen("", 0);
+  ASSERT_OK(l.status());
+  auto accepted = std::async(std::launch::async, [&] { return (*l)->Accept(Deadline::After(10s)); });
+  auto c = (*t)->Connect(*dev_addr, (*l)->port(), Deadline::After(10s));
+  auto s = accepted.get();
+  ASSERT_OK(c.status());
+  ASSERT_OK(s.status());
+  // One message proves the pair works.
+  std::vector<uint8_t> smem(64), cmem(64, 0x5a);
+  auto smr = (*s)->RegisterMemory(smem.data(), smem.size(), kAccessLocalWrite);
+  auto cmr = (*c)->RegisterMemory(cmem.data(), cmem.size(), kAccessLocalWrite);
+  ASSERT_OK(smr.status());
+  ASSERT_OK(cmr.status());
+  ASSERT_OK((*s)->PostRecv(1, Buf(**smr, 0, 64)));
+  SendRequest req = Req(2, WorkOpcode::kSend, Buf(**cmr, 0, 64));
+  ASSERT_OK((*c)->PostSend(std::span<const SendRequest>(&req, 1)));
+  auto got = PollN(**s, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(smem, cmem);
+  PollN(**c, 1);
+}
+
+// Needs a second device (guest_suite.sh adds rxe1 on its own netdev and
+// names it in NAARPC_TEST_SECOND_DEVICE / NAARPC_TEST_SECOND_ADDRESS).
+TEST_F(VerbsDeviceTest, AddressOfAnotherDeviceIsRefusedNamingBoth) {
+  const char* second = std::getenv("NAARPC_TEST_SECOND_DEVICE");
+  const char* second_addr = std::getenv("NAARPC_TEST_SECOND_ADDRESS");
+  if (second == nullptr || second_addr == nullptr) {
+    GTEST_SKIP() << "needs a second RDMA device (NAARPC_TEST_SECOND_DEVICE/_ADDRESS; "
+                    "tools/rxe-vm/guest_suite.sh sets them)";
+  }
+  auto first_addr = FindRdmaIpv4Address(names_.front());
+  ASSERT_OK(first_addr.status());
+  ASSERT_NE(std::string(second), names_.front());
+  auto found = FindRdmaIpv4Address(second);
+  ASSERT_OK(found.status());
+  EXPECT_EQ(*found, second_addr);
+
+  VerbsOptions opt;
+  opt.device = second;
+  auto t = NewVerbsTransport(opt);
+  ASSERT_OK(t.status());
+  // Listening on the first device's address with the second selected.
+  auto l = (*t)->Listen(*first_addr, 0);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("'" + names_.front() + "'"), std::string::npos)
+      << l.status().ToString();
+  EXPECT_NE(l.status().message().find(std::string("'") + second + "'"), std::string::npos)
+      << l.status().ToString();
+}
+
 }  // namespace
 }  // namespace naarpc
