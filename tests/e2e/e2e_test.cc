@@ -2,12 +2,16 @@
 // NaaServer over a real transport, for every transport and wire dialect.
 // Verbs cases skip without an RDMA device; they run in the Soft-RoCE guest.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -19,6 +23,8 @@
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
+
+extern char** environ;
 
 namespace naarpc {
 namespace {
@@ -87,6 +93,112 @@ std::vector<RegionSpec> VectorAddLayout(size_t n) {
 std::span<float> Floats(std::span<std::byte> b) {
   return {reinterpret_cast<float*>(b.data()), b.size() / sizeof(float)};
 }
+
+// The other process of the two-process cases: tests/e2e/peer_process,
+// started with posix_spawn (fork() after verbs registrations is unsafe).
+std::string PeerProcessPath() {
+  if (const char* srcdir = std::getenv("TEST_SRCDIR")) {
+    const char* ws = std::getenv("TEST_WORKSPACE");
+    std::string p = std::string(srcdir) + "/" + (ws != nullptr ? ws : "naarpc") +
+                    "/tests/e2e/peer_process";
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  // Run directly (e.g. in the Soft-RoCE guest): next to this binary.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "peer_process";
+  std::string path(self, size_t(n));
+  return path.substr(0, path.rfind('/') + 1) + "peer_process";
+}
+
+class PeerProcess {
+ public:
+  // Starts peer_process with `args`; its stdin and stdout are pipes to us.
+  static std::unique_ptr<PeerProcess> Start(const std::vector<std::string>& args) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0) return nullptr;
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return nullptr;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    const std::string path = PeerProcessPath();
+    std::vector<std::string> all = {path};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot start " << path << ": " << std::strerror(rc);
+      close(in[1]);
+      close(out[0]);
+      return nullptr;
+    }
+    return std::unique_ptr<PeerProcess>(new PeerProcess(pid, in[1], out[0]));
+  }
+
+  ~PeerProcess() {
+    CloseStdin();
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      Wait();
+    }
+    close(stdout_);
+  }
+
+  // The next line the peer prints; "" on EOF or after `timeout`.
+  std::string ReadLine(std::chrono::milliseconds timeout) {
+    const Deadline deadline = Deadline::After(timeout);
+    for (;;) {
+      if (size_t nl = buffered_.find('\n'); nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd pfd = {stdout_, POLLIN, 0};
+      if (poll(&pfd, 1, deadline.PollTimeoutMs()) <= 0) return "";
+      char buf[256];
+      const ssize_t n = read(stdout_, buf, sizeof buf);
+      if (n <= 0) return "";
+      buffered_.append(buf, size_t(n));
+    }
+  }
+
+  void Kill(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  void CloseStdin() {
+    if (stdin_ >= 0) close(stdin_);
+    stdin_ = -1;
+  }
+  // Exit status (128 + signal if killed).
+  int Wait() {
+    if (pid_ <= 0) return exit_status_;
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) {
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    pid_ = -1;
+    return exit_status_;
+  }
+
+ private:
+  PeerProcess(pid_t pid, int in, int out) : pid_(pid), stdin_(in), stdout_(out) {}
+  pid_t pid_;
+  int stdin_;
+  int stdout_;
+  int exit_status_ = -1;
+  std::string buffered_;
+};
 
 class E2eTest : public ::testing::TestWithParam<E2eParam> {
  protected:
@@ -472,7 +584,10 @@ TEST_P(E2eTest, ServerShutdownWithIdleConnections) {
 // --- Faults (emulated transport's fault injection) -------------------------
 
 TEST_P(E2eTest, NaaDisconnectMidCallFailsPromptly) {
-  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  if (!emulated()) {
+    GTEST_SKIP() << "fault injection is an emulated-transport feature; on verbs "
+                    "NaaProcessKilledMidCallFailsPromptly covers a NAA lost mid-call";
+  }
   // The NAA drops the connection instead of writing the result back.
   auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
     FaultAction a;
@@ -498,7 +613,10 @@ TEST_P(E2eTest, NaaDisconnectMidCallFailsPromptly) {
 }
 
 TEST_P(E2eTest, HostDisconnectMidCallLeavesServerServingOthers) {
-  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  if (!emulated()) {
+    GTEST_SKIP() << "fault injection is an emulated-transport feature; on verbs "
+                    "HostProcessKilledMidCallLeavesNaaServingOthers covers a host lost mid-call";
+  }
   // The host's connection dies as it posts the WRITE_WITH_IMM of its call.
   auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
     FaultAction a;
@@ -519,7 +637,10 @@ TEST_P(E2eTest, HostDisconnectMidCallLeavesServerServingOthers) {
 }
 
 TEST_P(E2eTest, CorruptMrspRequestIsRejectedByTheNaa) {
-  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  if (!emulated()) {
+    GTEST_SKIP() << "fault injection is an emulated-transport feature; on verbs "
+                    "WireConformance.NaaRejectsTruncatedRequestAndKeepsServing sends a bad MRSP";
+  }
   // Flip the type byte of the host's MRSP request (the first SEND).
   auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
     FaultAction a;
@@ -553,7 +674,20 @@ TEST_P(E2eTest, CorruptMrspRequestIsRejectedByTheNaa) {
 }
 
 TEST_P(E2eTest, DelayedRepliesStillArrive) {
-  if (!emulated()) GTEST_SKIP() << "fault injection is an emulated-transport feature";
+  if (!emulated()) {
+    // Verbs: the delay comes from a slow kernel, so each reply arrives long
+    // after the host's bounded spin, through the completion channel.
+    auto s = MustOpen({{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}});
+    ASSERT_NE(s, nullptr);
+    for (uint32_t ms : {20u, 60u, 5u}) {
+      std::memcpy(s->buffer(0).data(), &ms, 4);
+      ASSERT_TRUE(s->Call(kSleep, Deadline::After(std::chrono::seconds(10))).ok());
+      uint32_t out = 0;
+      std::memcpy(&out, s->buffer(1).data(), 4);
+      EXPECT_EQ(out, ms);
+    }
+    return;
+  }
   auto faults = std::make_shared<PredicateFaults>([](const FaultPoint& p) {
     FaultAction a;
     if (p.is_listener_side) {
@@ -574,40 +708,83 @@ TEST_P(E2eTest, DelayedRepliesStillArrive) {
 
 // --- Two processes ------------------------------------------------------------
 
-TEST_P(E2eTest, CallsBetweenTwoProcesses) {
-  if (!emulated()) GTEST_SKIP() << "fork() after verbs registrations is unsafe; the guest harness runs "
-                                 "the verbs NAA and client as two processes instead";
-  int to_parent[2];
-  ASSERT_EQ(pipe(to_parent), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // The software NAA process: serves until the parent's SIGTERM.
-    close(to_parent[0]);
-    auto transport = NewEmulatedTransport();
-    TestKernels kernels;
-    ServerOptions quiet;
-    quiet.log = [](std::string_view) {};
-    auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels, quiet);
-    uint16_t port = server.ok() ? (*server)->port() : 0;
-    if (write(to_parent[1], &port, sizeof port) != sizeof port) _exit(2);
-    pause();  // until the parent's SIGTERM
-    _exit(0);
+// The software NAA runs in its own process (tests/e2e/peer_process); on
+// verbs both processes share the rxe device.
+class TwoProcesses {
+ public:
+  // Starts the NAA process; port() is 0 if that failed.
+  TwoProcesses(const std::string& transport, const std::string& address) {
+    naa_ = PeerProcess::Start({"naa", "--transport=" + transport, "--address=" + address});
+    if (!naa_) return;
+    const std::string line = naa_->ReadLine(std::chrono::seconds(30));
+    if (line.rfind("port ", 0) == 0) port_ = uint16_t(std::stoi(line.substr(5)));
   }
-  close(to_parent[1]);
-  uint16_t port = 0;
-  ASSERT_EQ(read(to_parent[0], &port, sizeof port), ssize_t(sizeof port));
-  ASSERT_NE(port, 0);
+  uint16_t port() const { return port_; }
+  PeerProcess& naa() { return *naa_; }
+
+ private:
+  std::unique_ptr<PeerProcess> naa_;
+  uint16_t port_ = 0;
+};
+
+TEST_P(E2eTest, CallsBetweenTwoProcesses) {
+  TwoProcesses peer(GetParam().transport, address());
+  ASSERT_NE(peer.port(), 0) << "the NAA process did not start";
   ClientOptions options;
   options.dialect = GetParam().dialect;
-  auto s = ClientSession::Open(*transport_, "127.0.0.1", port, VectorAddLayout(2048), options);
+  auto s = ClientSession::Open(*transport_, address(), peer.port(), VectorAddLayout(2048), options);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   for (int i = 0; i < 10; ++i) VectorAddOnce(**s, 100 + i);
-  (*s)->Close().IgnoreError();
-  kill(child, SIGTERM);
-  int wstatus = 0;
-  waitpid(child, &wstatus, 0);
-  close(to_parent[0]);
+  ASSERT_TRUE((*s)->Close().ok());
+  peer.naa().CloseStdin();  // the NAA process shuts down cleanly
+  EXPECT_EQ(peer.naa().Wait(), 0);
+}
+
+TEST_P(E2eTest, NaaProcessKilledMidCallFailsPromptly) {
+  TwoProcesses peer(GetParam().transport, address());
+  ASSERT_NE(peer.port(), 0) << "the NAA process did not start";
+  ClientOptions options;
+  options.dialect = GetParam().dialect;
+  auto s = ClientSession::Open(*transport_, address(), peer.port(),
+                               {{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}}, options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const uint32_t ms = 20'000;  // the NAA's kernel is busy when it dies
+  std::memcpy((*s)->buffer(0).data(), &ms, 4);
+  auto call = std::async(std::launch::async, [&] {
+    return (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(60)));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto killed_at = std::chrono::steady_clock::now();
+  peer.naa().Kill(SIGKILL);
+  ASSERT_EQ(call.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the call outlived its NAA process by 20 s";
+  const Status st = call.get();
+  EXPECT_EQ(st.code(), StatusCode::kDisconnected) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(10)) << st.ToString();
+  EXPECT_EQ((*s)->state(), CommState::kError);
+  EXPECT_EQ(peer.naa().Wait(), 128 + SIGKILL);
+}
+
+TEST_P(E2eTest, HostProcessKilledMidCallLeavesNaaServingOthers) {
+  auto host = PeerProcess::Start({"host", "--transport=" + GetParam().transport,
+                                  "--address=" + address(), "--port=" + std::to_string(server_->port()),
+                                  "--dialect=" + std::string(reference() ? "reference" : "spec"),
+                                  "--sleep-ms=500"});
+  ASSERT_NE(host, nullptr);
+  ASSERT_EQ(host->ReadLine(std::chrono::seconds(30)), "calling");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  host->Kill(SIGKILL);
+  EXPECT_EQ(host->Wait(), 128 + SIGKILL);
+  // Others are served meanwhile, and the dead host's connection goes away.
+  auto healthy = MustOpen(VectorAddLayout(64));
+  ASSERT_NE(healthy, nullptr);
+  VectorAddOnce(*healthy, 13);
+  const Deadline give_up = Deadline::After(std::chrono::seconds(15));
+  while (server_->connections_open() > 1 && !give_up.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(server_->connections_open(), 1u) << "the killed host's connection is still open";
+  VectorAddOnce(*healthy, 14);
 }
 
 INSTANTIATE_TEST_SUITE_P(
