@@ -85,7 +85,7 @@ class KernelWorker {
     }
     cv_.notify_all();
     // Short kernels: a bounded spin saves this thread a sleep and wake-up.
-    SpinBudget spin(kResultSpin);
+    SpinBudget spin(kResultSpin, Deadline::Infinite(), /*yield_cpu=*/true);
     while (!finished_.load(std::memory_order_acquire) && spin.Continue()) {
     }
     std::unique_lock<std::mutex> lock(mu_);

@@ -13,6 +13,8 @@
 #ifndef NAARPC_RUNTIME_SPIN_BUDGET_H_
 #define NAARPC_RUNTIME_SPIN_BUDGET_H_
 
+#include <sched.h>
+
 #include <chrono>
 #include <cstdint>
 
@@ -24,15 +26,20 @@ class SpinBudget {
  public:
   static constexpr uint32_t kPollsPerClockRead = 32;
 
-  // Spins for `budget`, but never past `limit`.
-  explicit SpinBudget(std::chrono::nanoseconds budget, Deadline limit = Deadline::Infinite())
-      : budget_(budget), limit_(limit) {}
+  // Spins for `budget`, but never past `limit`. With `yield_cpu`, each
+  // clock read also offers the CPU to other runnable threads (sched_yield):
+  // a peer process sharing this CPU gets to run instead of waiting for the
+  // spin to end. Costs one cheap system call per kPollsPerClockRead polls.
+  explicit SpinBudget(std::chrono::nanoseconds budget, Deadline limit = Deadline::Infinite(),
+                      bool yield_cpu = false)
+      : budget_(budget), limit_(limit), yield_cpu_(yield_cpu) {}
 
   // True while the loop may poll again. Call once per poll.
   bool Continue() {
     if (budget_ <= std::chrono::nanoseconds::zero()) return false;
     Relax();
     if (++polls_ % kPollsPerClockRead != 0) return true;
+    if (yield_cpu_) sched_yield();
     const Deadline::Clock::time_point now = Deadline::Clock::now();
     if (!started_) {
       started_ = true;
@@ -59,6 +66,7 @@ class SpinBudget {
   Deadline::Clock::time_point end_{};
   uint64_t polls_ = 0;
   bool started_ = false;
+  bool yield_cpu_;
 };
 
 }  // namespace naarpc

@@ -36,6 +36,15 @@ TEST(SpinBudgetTest, EndsAfterItsBudget) {
   EXPECT_GT(spin.polls(), SpinBudget::kPollsPerClockRead);
 }
 
+TEST(SpinBudgetTest, YieldingSpinEndsAfterItsBudgetToo) {
+  const auto start = Deadline::Clock::now();
+  SpinBudget spin(milliseconds(2), Deadline::Infinite(), /*yield_cpu=*/true);
+  while (spin.Continue()) {
+  }
+  EXPECT_GE(Deadline::Clock::now() - start, milliseconds(2));
+  EXPECT_GT(spin.polls(), SpinBudget::kPollsPerClockRead);
+}
+
 TEST(SpinBudgetTest, LimitCutsTheBudgetShort) {
   const auto start = Deadline::Clock::now();
   SpinBudget spin(std::chrono::hours(1), Deadline::After(milliseconds(2)));

@@ -464,7 +464,7 @@ class VerbsConnection final : public Connection {
     if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");
     // Bounded spin, only while work is outstanding.
     if (opt_.poll_spin.count() > 0 && Outstanding()) {
-      SpinBudget spin(opt_.poll_spin, deadline);
+      SpinBudget spin(opt_.poll_spin, deadline, /*yield_cpu=*/true);
       do {
         NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
         if (n > 0) return n;
