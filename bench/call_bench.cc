@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/transport_pingpong.h"
 #include "runtime/client_session.h"
 #include "runtime/naa_server.h"
 #include "runtime/transport_factory.h"
@@ -77,6 +78,9 @@ Stats Summarize(std::vector<double>& us) {
   return s;
 }
 
+// --baseline: "tcp" (a TCP ping-pong) or "transport" (the same transport's
+// WRITE_WITH_IMM ping-pong without naarpc's engine, bench/transport_pingpong.h).
+std::string g_baseline;
 // --timer=steady: time each call with steady_clock even where RDTSCP exists.
 bool g_steady_timer = false;
 // --iterations: overrides IterationsFor() (0 = built-in counts).
@@ -233,6 +237,25 @@ naarpc::Result<std::unique_ptr<naarpc::Transport>> MakeTransport(const std::stri
   return naarpc::NewTransport(name);
 }
 
+// Child: the transport ping-pong server; reports its port through the pipe.
+[[noreturn]] void PingPongProcess(const std::string& transport_name, const std::string& address,
+                                  int cpu, int port_pipe) {
+  Pin(cpu);
+  auto transport = MakeTransport(transport_name);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "ping-pong: %s\n", transport.status().ToString().c_str());
+    _exit(1);
+  }
+  auto listener = (*transport)->Listen(address, 0);
+  if (!listener.ok()) {
+    std::fprintf(stderr, "ping-pong: %s\n", listener.status().ToString().c_str());
+    _exit(1);
+  }
+  uint16_t port = (*listener)->port();
+  if (write(port_pipe, &port, sizeof port) != sizeof port) _exit(1);
+  naarpc::bench::ServeTransportPingPong(**listener);
+}
+
 // ---- naarpc NAA --------------------------------------------------------------
 
 [[noreturn]] void NaaProcess(const std::string& transport_name, const std::string& address,
@@ -285,9 +308,26 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   }
   socklen_t sl = sizeof sa;
   getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &sl);
+  const bool tcp_baseline = g_baseline == "tcp";
+  int raw_pipe[2];
+  if (pipe(raw_pipe) != 0) return 1;
   const pid_t raw_pid = fork();
-  if (raw_pid == 0) RawEchoServer(lfd, server_cpu);
+  if (raw_pid == 0) {
+    close(raw_pipe[0]);
+    if (tcp_baseline) RawEchoServer(lfd, server_cpu);
+    close(lfd);
+    PingPongProcess(transport_name, address, server_cpu, raw_pipe[1]);
+  }
   close(lfd);
+  close(raw_pipe[1]);
+  uint16_t raw_port = 0;
+  if (!tcp_baseline &&
+      read(raw_pipe[0], &raw_port, sizeof raw_port) != sizeof raw_port) {
+    std::fprintf(stderr, "ping-pong process failed to start\n");
+    kill(raw_pid, SIGKILL);
+    return 1;
+  }
+  close(raw_pipe[0]);
 
   int pipefd[2];
   if (pipe(pipefd) != 0) return 1;
@@ -346,21 +386,30 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
     });
     (*session)->Close().IgnoreError();
     if (failed) { rc = 1; break; }
-    // raw TCP
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      std::perror("raw connect");
-      rc = 1;
-      break;
+    if (tcp_baseline) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        std::perror("raw connect");
+        rc = 1;
+        break;
+      }
+      TuneSocket(fd);
+      uint64_t size = bytes;
+      WriteAll(fd, reinterpret_cast<char*>(&size), 8);
+      std::vector<char> buf(bytes, 0x5a);
+      row.raw = Measure(bytes, min_time, [&] {
+        return WriteAll(fd, buf.data(), bytes) && ReadAll(fd, buf.data(), bytes);
+      });
+      close(fd);
+    } else {
+      auto pingpong = naarpc::bench::TransportPingPong::Open(**transport, address, raw_port, bytes);
+      if (!pingpong.ok()) {
+        std::fprintf(stderr, "ping-pong open: %s\n", pingpong.status().ToString().c_str());
+        rc = 1;
+        break;
+      }
+      row.raw = Measure(bytes, min_time, [&] { return (*pingpong)->RoundTrip(); });
     }
-    TuneSocket(fd);
-    uint64_t size = bytes;
-    WriteAll(fd, reinterpret_cast<char*>(&size), 8);
-    std::vector<char> buf(bytes, 0x5a);
-    row.raw = Measure(bytes, min_time, [&] {
-      return WriteAll(fd, buf.data(), bytes) && ReadAll(fd, buf.data(), bytes);
-    });
-    close(fd);
     rows.push_back(row);
   }
   kill(naa_pid, SIGKILL);
@@ -370,8 +419,15 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
 
   std::printf("\n== %s: client CPU %d, server CPU %d, transport %s ==\n", label.c_str(),
               client_cpu, server_cpu, transport_name.c_str());
-  std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us", "raw tcp us",
-              "ratio", "naarpc MB/s", "raw MB/s", "ratio");
+  const std::string raw_name = tcp_baseline ? "tcp" : transport_name == "verbs" ? "verbs" : "emu";
+  std::printf("baseline: %s\n", tcp_baseline
+                                    ? "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY)"
+                                    : ("raw " + transport_name +
+                                       " transport: one WRITE_WITH_IMM each way, no naarpc engine")
+                                          .c_str());
+  std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us",
+              ("raw " + raw_name + " us").substr(0, 12).c_str(), "ratio", "naarpc MB/s",
+              "raw MB/s", "ratio");
   std::printf("----------+-------------------------------------+-------------------------------------\n");
   for (const Row& r : rows) {
     // Bandwidth counts the bytes moved both ways per round trip.
@@ -431,9 +487,14 @@ int main(int argc, char** argv) {
                  "per-call timestamps: tsc (RDTSCP where available, like perftest) or steady "
                  "(clock_gettime; ~0.8 us per read in a TCG guest)")
       ->check(CLI::IsMember({"tsc", "steady"}));
+  app.add_option("--baseline", g_baseline,
+                 "tcp (raw TCP ping-pong) or transport (the transport's own WRITE_WITH_IMM "
+                 "ping-pong, no engine); default: tcp for emulated, transport for verbs")
+      ->check(CLI::IsMember({"tcp", "transport"}));
   app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
   CLI11_PARSE(app, argc, argv);
   g_steady_timer = timer == "steady";
+  if (g_baseline.empty()) g_baseline = transport == "verbs" ? "transport" : "tcp";
   g_client_options.dialect =
       dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
   g_client_options.metadata_every_call = metadata_every_call;

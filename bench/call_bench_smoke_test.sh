@@ -5,3 +5,9 @@ echo "$out"
 grep -q "naarpc us" <<<"$out"
 grep -qE "^64 B +\|" <<<"$out"
 grep -qE "^64 KiB +\|" <<<"$out"
+# The engine-less transport baseline.
+out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 4096 --min-time 0.01 \
+  --baseline=transport)
+echo "$out"
+grep -q "raw emu us" <<<"$out"
+grep -qE "^4 KiB +\|" <<<"$out"

@@ -184,6 +184,12 @@ for p in "${placements[@]}"; do
   printf '  %-34s %10s %7sx %8s  %s %s\n' "naarpc 64 B call, $p CPUs" "$(fmt "$v")" "$r" \
     "<= 1.5x" "$(verdict "$r" "<=" 1.5)" "$note"
 done
+# The same run's engine-less baseline: our verbs transport alone, one
+# WRITE_WITH_IMM each way (bench/transport_pingpong.h).
+v="$(cb_field "$logs/cb_split" split 64 naarpc_median_us)"
+raw="$(cb_field "$logs/cb_split" split 64 raw_median_us)"
+printf '  %-34s %10s %7sx   (naarpc / raw transport: %sx)\n' "raw verbs transport, split CPUs" \
+  "$(fmt "$raw")" "$(ratio "$raw" "$fabric_rtt")" "$(ratio "$v" "$raw")"
 echo
 echo "Throughput, MB/s (10^6 B/s). naarpc = 2N / median call round trip (a call"
 echo "moves N bytes host->NAA, then N bytes NAA->host, one after the other),"

@@ -1,0 +1,156 @@
+#include "bench/transport_pingpong.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace naarpc::bench {
+namespace {
+
+constexpr auto kWait = std::chrono::seconds(60);
+
+struct Hello {
+  uint64_t size;
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t pad;
+};
+
+SendRequest Request(uint64_t wr_id, WorkOpcode op, LocalBuffer local, uint64_t remote_addr = 0,
+                    uint32_t rkey = 0) {
+  SendRequest r;
+  r.wr_id = wr_id;
+  r.opcode = op;
+  r.local = local;
+  r.remote_addr = remote_addr;
+  r.rkey = rkey;
+  r.signaled = true;
+  return r;
+}
+
+// Waits for the completion of `wr_id`; completions of other work are
+// dropped (their successes are implied by later ones).
+Result<Completion> WaitFor(Connection& conn, uint64_t wr_id) {
+  const Deadline deadline = Deadline::After(kWait);
+  Completion batch[8];
+  for (;;) {
+    NAARPC_ASSIGN_OR_RETURN(size_t n, conn.PollCompletions(batch, deadline));
+    if (n == 0) return DeadlineExceededError("ping-pong: no completion");
+    for (size_t i = 0; i < n; ++i) {
+      if (batch[i].status != CompletionStatus::kSuccess) {
+        return TransportError("ping-pong: completion failed: " +
+                              std::string(CompletionStatusName(batch[i].status)));
+      }
+      if (batch[i].wr_id == wr_id) return batch[i];
+    }
+  }
+}
+
+Status ServeOne(Connection& conn) {
+  Hello hello{};
+  std::vector<std::byte> ctrl(sizeof(Hello));
+  NAARPC_ASSIGN_OR_RETURN(auto ctrl_mr, conn.RegisterMemory(ctrl.data(), ctrl.size(),
+                                                            kAccessLocalWrite));
+  const LocalBuffer ctrl_buf{ctrl_mr->remote_addr(), uint32_t(ctrl.size()), ctrl_mr->lkey()};
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(1, ctrl_buf));
+  NAARPC_RETURN_IF_ERROR(WaitFor(conn, 1).status());
+  std::memcpy(&hello, ctrl.data(), sizeof hello);
+  std::vector<std::byte> buffer(hello.size);
+  NAARPC_ASSIGN_OR_RETURN(auto mr, conn.RegisterMemory(buffer.data(), buffer.size(),
+                                                       kAccessLocalWrite | kAccessRemoteWrite));
+  uint64_t id = 10;
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(id, {}));
+  Hello answer{hello.size, mr->remote_addr(), mr->rkey(), 0};
+  std::memcpy(ctrl.data(), &answer, sizeof answer);
+  SendRequest send = Request(2, WorkOpcode::kSend, ctrl_buf);
+  NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&send, 1)));
+  const LocalBuffer data{mr->remote_addr(), uint32_t(buffer.size()), mr->lkey()};
+  for (;;) {
+    NAARPC_RETURN_IF_ERROR(WaitFor(conn, id).status());
+    NAARPC_RETURN_IF_ERROR(conn.PostRecv(++id, {}));
+    SendRequest echo = Request(1ull << 40 | id, WorkOpcode::kRdmaWriteWithImm, data, hello.addr,
+                               hello.rkey);
+    echo.imm_data = uint32_t(id);
+    NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&echo, 1)));
+  }
+}
+
+}  // namespace
+
+void ServeTransportPingPong(Listener& listener) {
+  for (;;) {
+    auto conn = listener.Accept(Deadline::Infinite());
+    if (!conn.ok()) {
+      std::fprintf(stderr, "ping-pong server: %s\n", conn.status().ToString().c_str());
+      _exit(1);
+    }
+    (void)ServeOne(**conn);  // ends when the host disconnects
+  }
+}
+
+Result<std::unique_ptr<TransportPingPong>> TransportPingPong::Open(Transport& transport,
+                                                                   const std::string& host,
+                                                                   uint16_t port, size_t bytes) {
+  std::unique_ptr<TransportPingPong> p(new TransportPingPong());
+  NAARPC_ASSIGN_OR_RETURN(p->conn_, transport.Connect(host, port, Deadline::After(kWait)));
+  Connection& conn = *p->conn_;
+  p->buffer_.assign(bytes, std::byte{0x5a});
+  NAARPC_ASSIGN_OR_RETURN(p->mr_, conn.RegisterMemory(p->buffer_.data(), bytes,
+                                                      kAccessLocalWrite | kAccessRemoteWrite));
+  std::vector<std::byte> ctrl(sizeof(Hello));
+  NAARPC_ASSIGN_OR_RETURN(auto ctrl_mr, conn.RegisterMemory(ctrl.data(), ctrl.size(),
+                                                            kAccessLocalWrite));
+  const LocalBuffer ctrl_buf{ctrl_mr->remote_addr(), uint32_t(ctrl.size()), ctrl_mr->lkey()};
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(1, ctrl_buf));
+  Hello hello{bytes, p->mr_->remote_addr(), p->mr_->rkey(), 0};
+  std::vector<std::byte> out(sizeof(Hello));
+  std::memcpy(out.data(), &hello, sizeof hello);
+  NAARPC_ASSIGN_OR_RETURN(auto out_mr, conn.RegisterMemory(out.data(), out.size(),
+                                                           kAccessLocalWrite));
+  SendRequest send = Request(2, WorkOpcode::kSend,
+                             {out_mr->remote_addr(), uint32_t(out.size()), out_mr->lkey()});
+  NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&send, 1)));
+  NAARPC_RETURN_IF_ERROR(WaitFor(conn, 1).status());
+  Hello answer{};
+  std::memcpy(&answer, ctrl.data(), sizeof answer);
+  p->peer_addr_ = answer.addr;
+  p->peer_rkey_ = answer.rkey;
+  p->next_id_ = 100;
+  return p;
+}
+
+bool TransportPingPong::RoundTrip() {
+  const uint64_t recv_id = ++next_id_;
+  const uint64_t write_id = 1ull << 41 | recv_id;
+  Status s = conn_->PostRecv(recv_id, {});
+  SendRequest write = Request(write_id, WorkOpcode::kRdmaWriteWithImm,
+                              {mr_->remote_addr(), uint32_t(buffer_.size()), mr_->lkey()},
+                              peer_addr_, peer_rkey_);
+  write.imm_data = uint32_t(recv_id);
+  if (s.ok()) s = conn_->PostSend(std::span<const SendRequest>(&write, 1));
+  // Both the write's completion and the answer, in either order.
+  bool written = false, answered = false;
+  const Deadline deadline = Deadline::After(kWait);
+  Completion batch[8];
+  while (s.ok() && !(written && answered)) {
+    auto n = conn_->PollCompletions(batch, deadline);
+    if (!n.ok()) {
+      s = n.status();
+      break;
+    }
+    if (*n == 0) s = DeadlineExceededError("no answer");
+    for (size_t i = 0; i < *n && s.ok(); ++i) {
+      if (batch[i].status != CompletionStatus::kSuccess) {
+        s = TransportError(std::string(CompletionStatusName(batch[i].status)));
+      }
+      written |= batch[i].wr_id == write_id;
+      answered |= batch[i].wr_id == recv_id;
+    }
+  }
+  if (!s.ok()) std::fprintf(stderr, "ping-pong: %s\n", s.ToString().c_str());
+  return s.ok();
+}
+
+}  // namespace naarpc::bench
