@@ -140,8 +140,14 @@ class CallTimer {
 // Times `one()` for at least `min_time` and IterationsFor(bytes) runs.
 template <typename F>
 Stats Measure(size_t bytes, double min_time, F&& one) {
+  // Warm-up: a few calls, and for small sizes at least 50 ms (caches, and
+  // code translation in emulated CPUs such as the Soft-RoCE guest).
   const int warmup = bytes > (1u << 20) ? 1 : 3;
   for (int i = 0; i < warmup; ++i) one();
+  if (bytes <= (1u << 16)) {
+    const auto warm_end = Clock::now() + std::chrono::milliseconds(50);
+    for (int i = 0; Clock::now() < warm_end && i < 100000; ++i) one();
+  }
   const CallTimer timer;
   std::vector<uint64_t> ticks;
   const size_t want = IterationsFor(bytes);
@@ -309,11 +315,13 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   socklen_t sl = sizeof sa;
   getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &sl);
   const bool tcp_baseline = g_baseline == "tcp";
+  const bool no_baseline = g_baseline == "none";
   int raw_pipe[2];
   if (pipe(raw_pipe) != 0) return 1;
   const pid_t raw_pid = fork();
   if (raw_pid == 0) {
     close(raw_pipe[0]);
+    if (no_baseline) _exit(0);
     if (tcp_baseline) RawEchoServer(lfd, server_cpu);
     close(lfd);
     PingPongProcess(transport_name, address, server_cpu, raw_pipe[1]);
@@ -321,7 +329,7 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   close(lfd);
   close(raw_pipe[1]);
   uint16_t raw_port = 0;
-  if (!tcp_baseline &&
+  if (!tcp_baseline && !no_baseline &&
       read(raw_pipe[0], &raw_port, sizeof raw_port) != sizeof raw_port) {
     std::fprintf(stderr, "ping-pong process failed to start\n");
     kill(raw_pid, SIGKILL);
@@ -386,7 +394,9 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
     });
     (*session)->Close().IgnoreError();
     if (failed) { rc = 1; break; }
-    if (tcp_baseline) {
+    if (no_baseline) {
+      // naarpc only.
+    } else if (tcp_baseline) {
       int fd = socket(AF_INET, SOCK_STREAM, 0);
       if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
         std::perror("raw connect");
@@ -420,11 +430,12 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   std::printf("\n== %s: client CPU %d, server CPU %d, transport %s ==\n", label.c_str(),
               client_cpu, server_cpu, transport_name.c_str());
   const std::string raw_name = tcp_baseline ? "tcp" : transport_name == "verbs" ? "verbs" : "emu";
-  std::printf("baseline: %s\n", tcp_baseline
-                                    ? "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY)"
-                                    : ("raw " + transport_name +
-                                       " transport: one WRITE_WITH_IMM each way, no naarpc engine")
-                                          .c_str());
+  std::printf("baseline: %s\n",
+              no_baseline    ? "none (--baseline=none)"
+              : tcp_baseline ? "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY)"
+                             : ("raw " + transport_name +
+                                " transport: one WRITE_WITH_IMM each way, no naarpc engine")
+                                   .c_str());
   std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us",
               ("raw " + raw_name + " us").substr(0, 12).c_str(), "ratio", "naarpc MB/s",
               "raw MB/s", "ratio");
@@ -432,6 +443,11 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
   for (const Row& r : rows) {
     // Bandwidth counts the bytes moved both ways per round trip.
     const double nbw = 2.0 * double(r.bytes) / r.naarpc.median_us;
+    if (no_baseline) {
+      std::printf("%-9s | %12.1f %12s %7s | %12.1f %12s %7s\n", Human(r.bytes).c_str(),
+                  r.naarpc.median_us, "-", "-", nbw, "-", "-");
+      continue;
+    }
     const double rbw = 2.0 * double(r.bytes) / r.raw.median_us;
     std::printf("%-9s | %12.1f %12.1f %7.2f | %12.1f %12.1f %7.2f\n", Human(r.bytes).c_str(),
                 r.naarpc.median_us, r.raw.median_us, r.naarpc.median_us / r.raw.median_us, nbw,
@@ -488,9 +504,9 @@ int main(int argc, char** argv) {
                  "(clock_gettime; ~0.8 us per read in a TCG guest)")
       ->check(CLI::IsMember({"tsc", "steady"}));
   app.add_option("--baseline", g_baseline,
-                 "tcp (raw TCP ping-pong) or transport (the transport's own WRITE_WITH_IMM "
-                 "ping-pong, no engine); default: tcp for emulated, transport for verbs")
-      ->check(CLI::IsMember({"tcp", "transport"}));
+                 "tcp (raw TCP ping-pong), transport (the transport's own WRITE_WITH_IMM "
+                 "ping-pong, no engine) or none; default: tcp for emulated, transport for verbs")
+      ->check(CLI::IsMember({"tcp", "transport", "none"}));
   app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
   CLI11_PARSE(app, argc, argv);
   g_steady_timer = timer == "steady";
