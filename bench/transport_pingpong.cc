@@ -60,8 +60,11 @@ Status ServeOne(Connection& conn) {
   std::vector<std::byte> buffer(hello.size);
   NAARPC_ASSIGN_OR_RETURN(auto mr, conn.RegisterMemory(buffer.data(), buffer.size(),
                                                        kAccessLocalWrite | kAccessRemoteWrite));
-  uint64_t id = 10;
-  NAARPC_RETURN_IF_ERROR(conn.PostRecv(id, {}));
+  // Two receives up, as naarpc keeps them (wire_ops.h, kDataRecvDepth): the
+  // one a message consumed is replaced after the echo is posted.
+  uint64_t id = 10, last_posted = 11;
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(10, {}));
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(11, {}));
   Hello answer{hello.size, mr->remote_addr(), mr->rkey(), 0};
   std::memcpy(ctrl.data(), &answer, sizeof answer);
   SendRequest send = Request(2, WorkOpcode::kSend, ctrl_buf);
@@ -69,11 +72,12 @@ Status ServeOne(Connection& conn) {
   const LocalBuffer data{mr->remote_addr(), uint32_t(buffer.size()), mr->lkey()};
   for (;;) {
     NAARPC_RETURN_IF_ERROR(WaitFor(conn, id).status());
-    NAARPC_RETURN_IF_ERROR(conn.PostRecv(++id, {}));
     SendRequest echo = Request(1ull << 40 | id, WorkOpcode::kRdmaWriteWithImm, data, hello.addr,
                                hello.rkey);
     echo.imm_data = uint32_t(id);
     NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&echo, 1)));
+    NAARPC_RETURN_IF_ERROR(conn.PostRecv(++last_posted, {}));
+    ++id;
   }
 }
 
@@ -118,18 +122,22 @@ Result<std::unique_ptr<TransportPingPong>> TransportPingPong::Open(Transport& tr
   p->peer_addr_ = answer.addr;
   p->peer_rkey_ = answer.rkey;
   p->next_id_ = 100;
+  NAARPC_RETURN_IF_ERROR(conn.PostRecv(p->next_id_, {}));  // the first answer's
+  p->last_posted_ = p->next_id_;
   return p;
 }
 
 bool TransportPingPong::RoundTrip() {
-  const uint64_t recv_id = ++next_id_;
+  // The answer lands in the oldest posted receive; the spare is posted
+  // after the write, while the peer works (as naarpc does).
+  const uint64_t recv_id = next_id_++;
   const uint64_t write_id = 1ull << 41 | recv_id;
-  Status s = conn_->PostRecv(recv_id, {});
   SendRequest write = Request(write_id, WorkOpcode::kRdmaWriteWithImm,
                               {mr_->remote_addr(), uint32_t(buffer_.size()), mr_->lkey()},
                               peer_addr_, peer_rkey_);
   write.imm_data = uint32_t(recv_id);
-  if (s.ok()) s = conn_->PostSend(std::span<const SendRequest>(&write, 1));
+  Status s = conn_->PostSend(std::span<const SendRequest>(&write, 1));
+  if (s.ok()) s = conn_->PostRecv(++last_posted_, {});
   // Both the write's completion and the answer, in either order.
   bool written = false, answered = false;
   const Deadline deadline = Deadline::After(kWait);

@@ -38,7 +38,8 @@ class TransportPingPong {
   std::unique_ptr<MemoryRegion> mr_;
   uint64_t peer_addr_ = 0;
   uint32_t peer_rkey_ = 0;
-  uint64_t next_id_ = 1;
+  uint64_t next_id_ = 1;      // the oldest posted receive's id
+  uint64_t last_posted_ = 0;  // the newest posted receive's id
 };
 
 }  // namespace naarpc::bench

@@ -68,10 +68,21 @@ class ClientSession::Impl {
   std::vector<WriteSlice> slices;    // scratch, reused per call
   std::vector<SendRequest> scratch;
   uint64_t seq = 0;
+  uint64_t recv_seq = 0;
+  int posted_data_recvs = 0;         // receives up for the NAA's results
   uint64_t calls_completed = 0;
 
   Status Fail(Status s) {
     sm.Fail();
+    return s;
+  }
+
+  // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
+  Status PostDataRecv() {
+    Status s = conn->PostRecv(MakeWrId(WrKind::kDataRecv, ++recv_seq),
+                              {mrsp_recv_mr->remote_addr(),
+                               static_cast<uint32_t>(mrsp_recv_buf.size()), mrsp_recv_mr->lkey()});
+    if (s.ok()) ++posted_data_recvs;
     return s;
   }
 
@@ -364,16 +375,23 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   }
 
   ++seq;
-  const uint64_t recv_id = MakeWrId(WrKind::kDataRecv, seq);
   const uint64_t write_id = MakeWrId(WrKind::kDataWrite, seq);
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
-  Status s = conn->PostRecv(recv_id, {mrsp_recv_mr->remote_addr(),
-                                      static_cast<uint32_t>(mrsp_recv_buf.size()),
-                                      mrsp_recv_mr->lkey()});
-  if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  // The result's receive must be up before the request leaves (the NAA may
+  // answer at once); the spare of kDataRecvDepth is posted after it, while
+  // the NAA works.
+  Status s;
+  if (posted_data_recvs == 0) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
   const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
   s = internal::PostWriteSequence(*conn, slices, imm, write_id, scratch);
   if (!s.ok()) return Fail(s.WithContext("posting the input writes"));
+  while (posted_data_recvs < internal::kDataRecvDepth) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
 
   bool written = false, answered = false;
   uint32_t status_imm = 0;
@@ -389,7 +407,9 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
       if (sm.state() == CommState::kDataSending) {
         NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
       }
-    } else if (c.wr_id == recv_id) {
+    } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
+      // Receives complete in posting order: this is the oldest posted one.
+      --posted_data_recvs;
       if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
         return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
       }

@@ -169,7 +169,7 @@ class ConnectionServer {
   NaaCall call_;                         // outlives a runaway kernel
   // Per-call scratch, reused (no allocation on the call path once warm).
   std::vector<size_t> returns_;
-  std::vector<bool> is_return_;
+  std::vector<uint8_t> is_return_;  // per parameter: 1 = returned
   // Spec dialect: the metadata bytes the cached returns_ were resolved from.
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
@@ -341,9 +341,10 @@ Status ConnectionServer::RunMrsp() {
     if (g.mr) adv.regions.push_back({g.mr->remote_addr() + e.offset, g.mr->rkey(), e.request.size});
   }
 
-  // The receive for the first call is posted before the host learns our
-  // regions, so its WRITE_WITH_IMM always finds one.
-  NAARPC_RETURN_IF_ERROR(PostDataRecv());
+  // The receives for the first calls are posted before the host learns our
+  // regions, so its WRITE_WITH_IMM always finds one. One spare stays posted
+  // while a call runs (see HandleCall).
+  for (int i = 0; i < internal::kDataRecvDepth; ++i) NAARPC_RETURN_IF_ERROR(PostDataRecv());
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
   auto encoded = EncodeMrsp(MrspMessage(adv),
                             std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
@@ -501,18 +502,16 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   } else {
     status = ResolveReturnRegions(returns);
   }
-  // The receive for the next call goes up before any result is written.
-  NAARPC_RETURN_IF_ERROR(PostDataRecv());
   if (status == kNaaStatusSuccess) {
     call_params_.clear();
-    is_return_.assign(param_index_.size(), false);
-    for (size_t p : returns) is_return_[p] = true;
+    is_return_.assign(param_index_.size(), 0);
+    for (size_t p : returns) is_return_[p] = 1;
     for (size_t p = 0; p < param_index_.size(); ++p) {
       Group& g = groups_[param_index_[p]];
       NaaRegion v;
       v.data = g.memory.span();
       v.flags = g.flags;
-      v.is_output = is_return_[p];
+      v.is_output = is_return_[p] != 0;
       v.is_input = dialect_ == Dialect::kSpec ? true : (g.flags & kRegionFlagInput) != 0;
       v.reply_length = g.memory.size();
       call_params_.push_back(v);
@@ -531,6 +530,10 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   ++calls_;
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
   NAARPC_RETURN_IF_ERROR(Reply(status, returns));
+  // The spare receive posted earlier takes the host's next call, which may
+  // already be on its way; this one replaces the receive the call consumed,
+  // off the latency path (after the reply is posted).
+  NAARPC_RETURN_IF_ERROR(PostDataRecv());
   return sm_.Transition(CommState::kFinished);
 }
 

@@ -41,13 +41,22 @@ class StateMachine {
 
   // Moves to `next` if the role's table allows it; otherwise returns
   // FailedPrecondition naming both states and leaves the state unchanged.
-  Status Transition(CommState next);
+  // Inline: a call makes several transitions on its latency path.
+  Status Transition(CommState next) {
+    if (IsLegal(role_, state_, next)) [[likely]] {
+      state_ = next;
+      return Status::Ok();
+    }
+    return IllegalTransition(next);
+  }
   // Any state may fail; ERROR is terminal.
   void Fail() { state_ = CommState::kError; }
 
   static bool IsLegal(Role role, CommState from, CommState to);
 
  private:
+  Status IllegalTransition(CommState next) const;
+
   Role role_;
   CommState state_ = CommState::kInit;
 };

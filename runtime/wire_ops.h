@@ -33,6 +33,12 @@ inline uint64_t MakeWrId(WrKind kind, uint64_t seq) {
 inline WrKind WrIdKind(uint64_t wr_id) { return WrKind(wr_id >> 56); }
 inline uint64_t WrIdSeq(uint64_t wr_id) { return wr_id & ((uint64_t{1} << 56) - 1); }
 
+// Receives each side keeps posted for the peer's WRITE_WITH_IMM once MRSP is
+// done: one for the message in flight plus a spare, so the receive a message
+// consumed is replaced after the side's own write is posted (off the latency
+// path) and the peer's next message still always finds one (no RNR).
+inline constexpr int kDataRecvDepth = 2;
+
 // One RDMA write of a local slice to a remote slice.
 struct WriteSlice {
   LocalBuffer local;

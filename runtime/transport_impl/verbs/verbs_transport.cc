@@ -391,8 +391,10 @@ class VerbsConnection final : public Connection {
     // Reused across calls: no allocation on the data path once warm.
     std::vector<ibv_send_wr>& wrs = wr_scratch_;
     std::vector<ibv_sge>& sges = sge_scratch_;
-    wrs.assign(requests.size(), ibv_send_wr{});
-    sges.assign(requests.size(), ibv_sge{});
+    if (wrs.size() < requests.size()) {
+      wrs.resize(requests.size());
+      sges.resize(requests.size());
+    }
     uint64_t seq = next_send_seq_;
     for (size_t i = 0; i < requests.size(); ++i) {
       const SendRequest& r = requests[i];
