@@ -105,10 +105,10 @@ cb warm_cb --placement=split --sizes 64 4096 --iterations 500 --min-time 0.1 --b
   >/dev/null
 echo "done"
 
-# The latency headline: three rounds of (ib_write_lat, naarpc 64 B split),
+# The latency headline: five rounds of (ib_write_lat, naarpc 64 B split),
 # interleaved so that a slow phase of the shared host hits both sides alike;
-# each side's figure is the median of its three rounds.
-lat_rounds="1 2 3"
+# each side's figure is the median of its five rounds.
+lat_rounds="1 2 3 4 5"
 for round in $lat_rounds; do
   section "latency round $round: ib_write_lat 64 B (server CPU 1, client CPU 0)"
   lat_run "lat_split_$round" 1 0 ib_write_lat -s 64 -n 2000
@@ -195,11 +195,11 @@ echo "naarpc vs. perftest over Soft-RoCE: rxe0 at $addr, loopback, one guest boo
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(uname -r), $(nproc) vCPUs (QEMU TCG)"
 echo
 echo "Latency, 64 B (median round trips, us):"
-echo "  fabric RTT = 2 x ib_write_lat t_typical (median of 3 rounds: ${lat_typ:-n/a} us): $(fmt "$fabric_rtt") us"
+echo "  fabric RTT = 2 x ib_write_lat t_typical (median of 5 rounds: ${lat_typ:-n/a} us): $(fmt "$fabric_rtt") us"
 printf '  %-34s %10s %8s %8s  %s\n' "" "us" "ratio" "target" ""
 for p in "${placements[@]}"; do
   v="$(cb_field "$logs/cb_$p" "$p" 64 naarpc_median_us)"
-  [[ "$p" == split ]] && v="$lat_naarpc"  # median of the 3 interleaved rounds
+  [[ "$p" == split ]] && v="$lat_naarpc"  # median of the 5 interleaved rounds
   r="$(ratio "$v" "$fabric_rtt")"
   note=""; [[ "$p" == same ]] && note="(same vCPU; perftest above is split)"
   printf '  %-34s %10s %7sx %8s  %s %s\n' "naarpc 64 B call, $p CPUs" "$(fmt "$v")" "$r" \
