@@ -79,9 +79,7 @@ class ClientSession::Impl {
 
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
   Status PostDataRecv() {
-    Status s = conn->PostRecv(MakeWrId(WrKind::kDataRecv, ++recv_seq),
-                              {mrsp_recv_mr->remote_addr(),
-                               static_cast<uint32_t>(mrsp_recv_buf.size()), mrsp_recv_mr->lkey()});
+    Status s = internal::PostReceive(*conn, MakeWrId(WrKind::kDataRecv, ++recv_seq), *mrsp_recv_mr);
     if (s.ok()) ++posted_data_recvs;
     return s;
   }
@@ -243,9 +241,7 @@ Status ClientSession::Impl::RunMrsp() {
   const Deadline deadline = Deadline::After(options.mrsp_timeout);
   const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
   const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
-  NAARPC_RETURN_IF_ERROR(conn->PostRecv(
-      recv_id, {mrsp_recv_mr->remote_addr(), static_cast<uint32_t>(mrsp_recv_buf.size()),
-                mrsp_recv_mr->lkey()}));
+  NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn, recv_id, *mrsp_recv_mr));
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspSending));
   NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn, send_id, *mrsp_send_mr, *encoded));
 

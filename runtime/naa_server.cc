@@ -224,9 +224,7 @@ Status ConnectionServer::RunMrsp() {
                           conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
                                                 kAccessLocalWrite));
   const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
-  NAARPC_RETURN_IF_ERROR(conn_->PostRecv(
-      recv_id, {mrsp_recv_mr_->remote_addr(), static_cast<uint32_t>(mrsp_recv_buf_.size()),
-                mrsp_recv_mr_->lkey()}));
+  NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn_, recv_id, *mrsp_recv_mr_));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));
 
   uint32_t len = 0;
@@ -378,9 +376,7 @@ Status ConnectionServer::SendMrspError(MrspErrorCode code) {
 
 Status ConnectionServer::PostDataRecv() {
   ++seq_;
-  return conn_->PostRecv(MakeWrId(WrKind::kDataRecv, seq_),
-                         {mrsp_recv_mr_->remote_addr(),
-                          static_cast<uint32_t>(mrsp_recv_buf_.size()), mrsp_recv_mr_->lkey()});
+  return internal::PostReceive(*conn_, MakeWrId(WrKind::kDataRecv, seq_), *mrsp_recv_mr_);
 }
 
 Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {

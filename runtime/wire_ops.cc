@@ -31,6 +31,10 @@ Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, siz
   return conn.PostSend(std::span<const SendRequest>(&send, 1));
 }
 
+Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr) {
+  return conn.PostRecv(wr_id, {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()});
+}
+
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn) {
   std::string msg(what);
   msg += ": work completion failed: ";

@@ -57,6 +57,10 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
 // message).
 Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
 
+// Posts one receive into the whole of `mr` (MRSP messages; for a
+// WRITE_WITH_IMM only its immediate is delivered, the buffer stays unused).
+Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
+
 // A failed completion as a Status naming what failed.
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
 
