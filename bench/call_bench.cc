@@ -63,6 +63,7 @@ void Pin(int cpu) {
 
 struct Stats {
   double median_us = 0, min_us = 0, mean_us = 0;
+  double p10_us = 0, p90_us = 0, p99_us = 0;
   size_t iterations = 0;
 };
 
@@ -72,6 +73,9 @@ Stats Summarize(std::vector<double>& us) {
   s.iterations = us.size();
   s.median_us = us[us.size() / 2];
   s.min_us = us.front();
+  s.p10_us = us[us.size() / 10];
+  s.p90_us = us[us.size() * 9 / 10];
+  s.p99_us = us[us.size() * 99 / 100];
   double sum = 0;
   for (double v : us) sum += v;
   s.mean_us = sum / double(us.size());
@@ -461,9 +465,12 @@ int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
     for (const Row& r : rows) {
       std::printf("result placement=%s transport=%s bytes=%zu iterations=%zu "
                   "naarpc_median_us=%.3f naarpc_min_us=%.3f naarpc_mean_us=%.3f "
-                  "raw_median_us=%.3f\n",
+                  "raw_median_us=%.3f naarpc_p10_p90_p99_us=%.1f/%.1f/%.1f "
+                  "raw_p10_p90_p99_us=%.1f/%.1f/%.1f raw_mean_us=%.3f\n",
                   placement, transport_name.c_str(), r.bytes, r.naarpc.iterations,
-                  r.naarpc.median_us, r.naarpc.min_us, r.naarpc.mean_us, r.raw.median_us);
+                  r.naarpc.median_us, r.naarpc.min_us, r.naarpc.mean_us, r.raw.median_us,
+                  r.naarpc.p10_us, r.naarpc.p90_us, r.naarpc.p99_us, r.raw.p10_us, r.raw.p90_us,
+                  r.raw.p99_us, r.raw.mean_us);
     }
   }
   std::fflush(stdout);

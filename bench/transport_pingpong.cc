@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+
+#include "runtime/send_queue_budget.h"
 
 namespace naarpc::bench {
 namespace {
@@ -32,19 +35,25 @@ SendRequest Request(uint64_t wr_id, WorkOpcode op, LocalBuffer local, uint64_t r
 
 // Waits for the completion of `wr_id`; completions of other work are
 // dropped (their successes are implied by later ones).
-Result<Completion> WaitFor(Connection& conn, uint64_t wr_id) {
+// With `budget`, send completions are reported to it (wr_id ~0: returns
+// once a batch made its signal no longer pending).
+Result<Completion> WaitFor(Connection& conn, uint64_t wr_id, SendQueueBudget* budget = nullptr) {
   const Deadline deadline = Deadline::After(kWait);
   Completion batch[8];
   for (;;) {
     NAARPC_ASSIGN_OR_RETURN(size_t n, conn.PollCompletions(batch, deadline));
     if (n == 0) return DeadlineExceededError("ping-pong: no completion");
+    std::optional<Completion> found;
     for (size_t i = 0; i < n; ++i) {
       if (batch[i].status != CompletionStatus::kSuccess) {
         return TransportError("ping-pong: completion failed: " +
                               std::string(CompletionStatusName(batch[i].status)));
       }
-      if (batch[i].wr_id == wr_id) return batch[i];
+      if (budget != nullptr) budget->OnSendCompleted(batch[i].wr_id);
+      if (batch[i].wr_id == wr_id) found = batch[i];
     }
+    if (found) return *found;
+    if (wr_id == ~0ull && budget != nullptr && !budget->signal_pending()) return Completion{};
   }
 }
 
@@ -70,12 +79,21 @@ Status ServeOne(Connection& conn) {
   SendRequest send = Request(2, WorkOpcode::kSend, ctrl_buf);
   NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&send, 1)));
   const LocalBuffer data{mr->remote_addr(), uint32_t(buffer.size()), mr->lkey()};
+  // Echoes are signaled as naarpc signals its replies (send_queue_budget.h);
+  // the server does not wait for them, so a signaled one stays pending until
+  // WaitFor sees it go by.
+  SendQueueBudget budget(conn.send_queue_depth(), 1);
   for (;;) {
-    NAARPC_RETURN_IF_ERROR(WaitFor(conn, id).status());
+    NAARPC_RETURN_IF_ERROR(WaitFor(conn, id, &budget).status());
     SendRequest echo = Request(1ull << 40 | id, WorkOpcode::kRdmaWriteWithImm, data, hello.addr,
                                hello.rkey);
     echo.imm_data = uint32_t(id);
+    if (budget.NeedsReclaim(1)) {
+      while (budget.signal_pending()) NAARPC_RETURN_IF_ERROR(WaitFor(conn, ~0ull, &budget).status());
+    }
+    echo.signaled = budget.ShouldSignal(1);
     NAARPC_RETURN_IF_ERROR(conn.PostSend(std::span<const SendRequest>(&echo, 1)));
+    budget.OnPosted(1, echo.signaled, echo.wr_id);
     NAARPC_RETURN_IF_ERROR(conn.PostRecv(++last_posted, {}));
     ++id;
   }
@@ -121,6 +139,7 @@ Result<std::unique_ptr<TransportPingPong>> TransportPingPong::Open(Transport& tr
   std::memcpy(&answer, ctrl.data(), sizeof answer);
   p->peer_addr_ = answer.addr;
   p->peer_rkey_ = answer.rkey;
+  p->budget_ = SendQueueBudget(conn.send_queue_depth(), 1);
   p->next_id_ = 100;
   NAARPC_RETURN_IF_ERROR(conn.PostRecv(p->next_id_, {}));  // the first answer's
   p->last_posted_ = p->next_id_;
@@ -136,10 +155,13 @@ bool TransportPingPong::RoundTrip() {
                               {mr_->remote_addr(), uint32_t(buffer_.size()), mr_->lkey()},
                               peer_addr_, peer_rkey_);
   write.imm_data = uint32_t(recv_id);
+  // Signaled as naarpc signals its calls (send_queue_budget.h).
+  write.signaled = budget_.ShouldSignal(1);
   Status s = conn_->PostSend(std::span<const SendRequest>(&write, 1));
+  if (s.ok()) budget_.OnPosted(1, write.signaled, write_id);
   if (s.ok()) s = conn_->PostRecv(++last_posted_, {});
-  // Both the write's completion and the answer, in either order.
-  bool written = false, answered = false;
+  // The answer, and the write's completion if signaled, in either order.
+  bool written = !write.signaled, answered = false;
   const Deadline deadline = Deadline::After(kWait);
   Completion batch[8];
   while (s.ok() && !(written && answered)) {
@@ -154,6 +176,7 @@ bool TransportPingPong::RoundTrip() {
         s = TransportError(std::string(CompletionStatusName(batch[i].status)));
       }
       written |= batch[i].wr_id == write_id;
+      budget_.OnSendCompleted(batch[i].wr_id);
       answered |= batch[i].wr_id == recv_id;
     }
   }

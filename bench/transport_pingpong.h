@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/status.h"
+#include "runtime/send_queue_budget.h"
 #include "runtime/transport.h"
 
 namespace naarpc::bench {
@@ -36,6 +37,7 @@ class TransportPingPong {
   std::unique_ptr<Connection> conn_;
   std::vector<std::byte> buffer_;
   std::unique_ptr<MemoryRegion> mr_;
+  SendQueueBudget budget_;
   uint64_t peer_addr_ = 0;
   uint32_t peer_rkey_ = 0;
   uint64_t next_id_ = 1;      // the oldest posted receive's id

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "runtime/mrsp.h"
+#include "runtime/send_queue_budget.h"
 #include "runtime/wire_ops.h"
 
 namespace naarpc {
@@ -67,6 +68,7 @@ class ClientSession::Impl {
   std::unique_ptr<MemoryRegion> mrsp_send_mr, mrsp_recv_mr;
   std::vector<WriteSlice> slices;    // scratch, reused per call
   std::vector<SendRequest> scratch;
+  SendQueueBudget send_budget;       // set once MRSP is done
   uint64_t seq = 0;
   uint64_t recv_seq = 0;
   int posted_data_recvs = 0;         // receives up for the NAA's results
@@ -382,14 +384,20 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
   const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
-  s = internal::PostWriteSequence(*conn, slices, imm, write_id, scratch);
+  // The NAA's answer implies our writes landed, so the final write is
+  // signaled only when the send queue needs its slots back; a signaled one
+  // is waited for within this call (so none is pending between calls).
+  const uint32_t requests = static_cast<uint32_t>(slices.size());
+  const bool signaled = send_budget.ShouldSignal(requests);
+  s = internal::PostWriteSequence(*conn, slices, imm, write_id, signaled, scratch);
   if (!s.ok()) return Fail(s.WithContext("posting the input writes"));
+  send_budget.OnPosted(requests, signaled, write_id);
   while (posted_data_recvs < internal::kDataRecvDepth) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
 
-  bool written = false, answered = false;
+  bool written = !signaled, answered = false;
   uint32_t status_imm = 0;
   // Names the call in errors; built only when one occurs.
   auto what = [fncode] { return "call of function " + std::to_string(fncode); };
@@ -400,6 +408,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     }
     if (c.wr_id == write_id) {
       written = true;
+      send_budget.OnSendCompleted(c.wr_id);
       if (sm.state() == CommState::kDataSending) {
         NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
       }
@@ -457,6 +466,12 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
   Status s = impl->Register();
   if (s.ok()) s = impl->RunMrsp();
+  if (s.ok()) {
+    // A call posts at most one write per host-side wire region.
+    uint32_t max_requests = 0;
+    for (const auto& w : impl->wire) max_requests += !w.internal;
+    impl->send_budget = SendQueueBudget(impl->conn->send_queue_depth(), max_requests);
+  }
   if (!s.ok()) {
     impl->sm.Fail();
     impl->conn->Disconnect().IgnoreError();

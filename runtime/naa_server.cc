@@ -1,6 +1,7 @@
 #include "runtime/naa_server.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "runtime/mrsp.h"
+#include "runtime/send_queue_budget.h"
 #include "runtime/spin_budget.h"
 #include "runtime/state_machine.h"
 #include "runtime/wire_ops.h"
@@ -143,6 +145,11 @@ class ConnectionServer {
   Status PostDataRecv();
   // Waits for the next call's WRITE_WITH_IMM; false if the peer left.
   Result<bool> WaitForCall(uint32_t& imm);
+  // Handles one data-phase completion: queues a call's immediate, frees send
+  // slots. Sets `host_left` on a flush.
+  Status OnDataCompletion(const Completion& c, bool& host_left);
+  // Polls until the pending signaled reply has completed (send_queue_budget.h).
+  Status ReclaimSendQueue();
   Status HandleCall(uint32_t imm);
   uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
   uint8_t RunKernel(NaaCall& call);
@@ -166,6 +173,11 @@ class ConnectionServer {
   std::vector<std::span<std::byte>> call_internal_;
   std::vector<WriteSlice> slices_;
   std::vector<SendRequest> scratch_;
+  SendQueueBudget send_budget_;          // set once MRSP is done
+  // Calls that arrived while polling for something else, oldest first (at
+  // most one per posted receive).
+  std::array<uint32_t, internal::kDataRecvDepth> queued_calls_{};
+  size_t queued_head_ = 0, queued_count_ = 0;
   NaaCall call_;                         // outlives a runaway kernel
   // Per-call scratch, reused (no allocation on the call path once warm).
   std::vector<size_t> returns_;
@@ -350,6 +362,12 @@ Status ConnectionServer::RunMrsp() {
   if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP advertisement");
   const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
   NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn_, send_id, *mrsp_send_mr_, *encoded));
+  // A reply writes at most one request per parameter wire region. The MRSP
+  // send is the first signaled request the budget tracks.
+  uint32_t max_requests = 0;
+  for (const WireEntry& e : entries_) max_requests += groups_[e.group].mr != nullptr;
+  send_budget_ = SendQueueBudget(conn_->send_queue_depth(), std::max<uint32_t>(max_requests, 1));
+  send_budget_.OnPosted(1, true, send_id);
   // The send completes when the host acknowledges it; a call may already be
   // on its way, so completions of either kind are handled in WaitForCall.
   return sm_.Transition(CommState::kMrspDone);
@@ -379,9 +397,53 @@ Status ConnectionServer::PostDataRecv() {
   return internal::PostReceive(*conn_, MakeWrId(WrKind::kDataRecv, seq_), *mrsp_recv_mr_);
 }
 
+Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) {
+  const WrKind kind = WrIdKind(c.wr_id);
+  if (c.status != CompletionStatus::kSuccess) {
+    if (c.status == CompletionStatus::kFlushed) {
+      host_left = true;
+      return Status::Ok();
+    }
+    return internal::CompletionFailure(
+        c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back", *conn_);
+  }
+  if (kind != WrKind::kDataRecv) {
+    // Our MRSP send or a result write.
+    send_budget_.OnSendCompleted(c.wr_id);
+    return Status::Ok();
+  }
+  if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+    return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
+  }
+  if (queued_count_ == queued_calls_.size()) {
+    // More calls than posted receives: cannot happen on a conforming transport.
+    return ProtocolError("more calls arrived than receives were posted");
+  }
+  queued_calls_[(queued_head_ + queued_count_++) % queued_calls_.size()] = c.imm_data;
+  return Status::Ok();
+}
+
+Status ConnectionServer::ReclaimSendQueue() {
+  return internal::PollUntil(
+      *conn_, Deadline::After(options_.mrsp_timeout), "waiting for a result write to complete",
+      [&](const Completion& c, bool& done) -> Status {
+        bool host_left = false;
+        NAARPC_RETURN_IF_ERROR(OnDataCompletion(c, host_left));
+        if (host_left) return DisconnectedError("the host left while results were written");
+        done = !send_budget_.signal_pending();
+        return Status::Ok();
+      });
+}
+
 Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
-  std::array<Completion, 16> batch;
+  std::array<Completion, 4> batch;
   for (;;) {
+    if (queued_count_ > 0) {
+      imm = queued_calls_[queued_head_];
+      queued_head_ = (queued_head_ + 1) % queued_calls_.size();
+      --queued_count_;
+      return true;
+    }
     if (stopping_.load(std::memory_order_relaxed)) return false;
     // One stop-check deadline serves many calls: renewed only after a poll
     // came back empty (it had passed), so a busy connection reads no clock.
@@ -395,23 +457,11 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
       if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
       return n.status();
     }
-    for (size_t i = 0; i < *n; ++i) {
-      const Completion& c = batch[i];
-      const WrKind kind = WrIdKind(c.wr_id);
-      if (c.status != CompletionStatus::kSuccess) {
-        if (c.status == CompletionStatus::kFlushed) return false;
-        return internal::CompletionFailure(
-            c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back", *conn_);
-      }
-      if (kind == WrKind::kDataRecv) {
-        if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
-          return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
-        }
-        imm = c.imm_data;
-        return true;
-      }
-      // Completions of our MRSP send / result writes: nothing to do.
-    }
+    // The whole batch: a result write's completion after a call's must not
+    // be lost (it frees send slots).
+    bool host_left = false;
+    for (size_t i = 0; i < *n; ++i) NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
+    if (host_left) return false;
   }
 }
 
@@ -558,8 +608,14 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
     const WireEntry& e = entries_[g.first_entry];
     slices_.push_back({{g.mr->remote_addr(), 0, g.mr->lkey()}, e.request.addr, e.request.rkey});
   }
-  return internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(status),
-                                     MakeWrId(WrKind::kDataWrite, seq_), scratch_);
+  const uint32_t requests = static_cast<uint32_t>(slices_.size());
+  if (send_budget_.NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
+  const bool signaled = send_budget_.ShouldSignal(requests);
+  const uint64_t wr_id = MakeWrId(WrKind::kDataWrite, seq_);
+  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(status),
+                                                     wr_id, signaled, scratch_));
+  send_budget_.OnPosted(requests, signaled, wr_id);
+  return Status::Ok();
 }
 
 }  // namespace

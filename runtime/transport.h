@@ -125,6 +125,11 @@ class Connection {
   // Largest payload the backend sends inline (0 if none); informational.
   virtual uint32_t max_inline_data() const { return 0; }
 
+  // Send-queue depth: how many posted send work requests may be outstanding
+  // (not yet freed by a polled completion, see send_queue_budget.h). 0 if
+  // unknown; callers then signal every request they need to reclaim.
+  virtual uint32_t send_queue_depth() const { return 0; }
+
   // Graceful disconnect (DREQ/DREP on verbs). Idempotent.
   virtual Status Disconnect() = 0;
 

@@ -5,7 +5,7 @@
 namespace naarpc::internal {
 
 Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
-                         uint32_t imm, uint64_t final_wr_id,
+                         uint32_t imm, uint64_t final_wr_id, bool signaled,
                          std::vector<SendRequest>& scratch) {
   scratch.clear();
   for (size_t i = 0; i < slices.size(); ++i) {
@@ -17,7 +17,7 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
     wr.remote_addr = slices[i].remote_addr;
     wr.rkey = slices[i].rkey;
     wr.imm_data = last ? imm : 0;
-    wr.signaled = last;
+    wr.signaled = last && signaled;
     scratch.push_back(wr);
   }
   return conn.PostSend(scratch);

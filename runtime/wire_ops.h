@@ -24,7 +24,7 @@ namespace naarpc::internal {
 enum class WrKind : uint8_t {
   kMrspSend = 1,
   kMrspRecv = 2,
-  kDataWrite = 3,  // final (signaled) write of a call / reply
+  kDataWrite = 3,  // final write (WRITE_WITH_IMM) of a call / reply
   kDataRecv = 4,   // receive consumed by the peer's WRITE_WITH_IMM
 };
 inline uint64_t MakeWrId(WrKind kind, uint64_t seq) {
@@ -46,11 +46,12 @@ struct WriteSlice {
   uint32_t rkey = 0;
 };
 
-// Posts n-1 unsignaled RDMA WRITEs and one signaled WRITE_WITH_IMM (the last
-// slice) carrying `imm`, in one PostSend.
+// Posts n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the last slice)
+// carrying `imm`, in one PostSend; the WRITE_WITH_IMM is signaled if
+// `signaled` (send_queue_budget.h decides).
 // REQUIRES: !slices.empty().
 Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
-                         uint32_t imm, uint64_t final_wr_id,
+                         uint32_t imm, uint64_t final_wr_id, bool signaled,
                          std::vector<SendRequest>& scratch);
 
 // Posts one signaled SEND of the first `length` bytes of `mr` (an MRSP
@@ -65,20 +66,24 @@ Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
 
 // Polls `conn` until `on_completion` returns done or an error, or the
-// deadline passes (kDeadlineExceeded with `what`).
+// deadline passes (kDeadlineExceeded with `what`). Every completion polled
+// is handed to `on_completion`, including those after the one that was done.
 template <typename OnCompletion>
 Status PollUntil(Connection& conn, Deadline deadline, std::string_view what,
                  OnCompletion&& on_completion) {
-  std::array<Completion, 16> batch;
+  std::array<Completion, 4> batch;
   for (;;) {
     Result<size_t> n = conn.PollCompletions(batch, deadline);
     if (!n.ok()) return n.status().WithContext(what);
+    // The whole batch is handled even once done: no completion is dropped.
+    bool finished = false;
     for (size_t i = 0; i < *n; ++i) {
       bool done = false;
       Status s = on_completion(batch[i], done);
       if (!s.ok()) return s;
-      if (done) return Status::Ok();
+      finished |= done;
     }
+    if (finished) return Status::Ok();
     if (*n == 0 && deadline.expired()) {
       return DeadlineExceededError(std::string(what) + ": deadline exceeded");
     }

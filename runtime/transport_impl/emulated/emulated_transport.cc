@@ -368,6 +368,7 @@ class EmuConnection final : public Connection {
   Status Disconnect() override;
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
+  uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
 
  private:
   struct SendWr {

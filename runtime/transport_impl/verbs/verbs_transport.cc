@@ -281,6 +281,7 @@ struct Core {
   CqPtr cq;
   QpHolder qp;
   uint32_t max_inline = 0;
+  uint32_t send_depth = 0;  // the QP's actual max_send_wr
 
   // Creates PD, completion channel, CQ and QP on `id` (address resolved).
   Status CreateResources(const VerbsOptions& opt) {
@@ -311,6 +312,7 @@ struct Core {
       if (rdma_create_qp(id.get(), pd.get(), &attr) == 0) {
         qp.Attach(id.get());
         max_inline = attr.cap.max_inline_data;
+        send_depth = attr.cap.max_send_wr;
         return Status::Ok();
       }
       if (inline_req == 0) break;
@@ -515,6 +517,7 @@ class VerbsConnection final : public Connection {
   }
 
   uint32_t max_inline_data() const override { return core_->max_inline; }
+  uint32_t send_queue_depth() const override { return core_->send_depth; }
 
   // Also safe from another thread: wakes a blocked PollCompletions.
   Status Disconnect() override {
