@@ -48,6 +48,9 @@ class ClientSession::Impl {
     // Filled by the MRSP answer (non-internal only).
     uint64_t peer_addr = 0;
     uint32_t peer_rkey = 0;
+    // The host-side slice (non-internal only), cached once registered.
+    uint64_t local_addr = 0;
+    uint32_t lkey = 0;
   };
 
   struct Param {
@@ -66,6 +69,7 @@ class ClientSession::Impl {
   std::unique_ptr<MemoryRegion> metadata_mr;
   Buffer mrsp_send_buf, mrsp_recv_buf;
   std::unique_ptr<MemoryRegion> mrsp_send_mr, mrsp_recv_mr;
+  LocalBuffer data_recv_buffer;      // receives for results (the MRSP buffer)
   std::vector<WriteSlice> slices;    // scratch, reused per call
   std::vector<SendRequest> scratch;
   SendQueueBudget send_budget;       // set once MRSP is done
@@ -81,7 +85,7 @@ class ClientSession::Impl {
 
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
   Status PostDataRecv() {
-    Status s = internal::PostReceive(*conn, MakeWrId(WrKind::kDataRecv, ++recv_seq), *mrsp_recv_mr);
+    Status s = conn->PostRecv(MakeWrId(WrKind::kDataRecv, ++recv_seq), data_recv_buffer);
     if (s.ok()) ++posted_data_recvs;
     return s;
   }
@@ -214,6 +218,14 @@ Status ClientSession::Impl::Register() {
   NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr, conn->RegisterMemory(mrsp_recv_buf.data(),
                                                              mrsp_recv_buf.size(),
                                                              kAccessLocalWrite));
+  data_recv_buffer = {mrsp_recv_mr->remote_addr(), static_cast<uint32_t>(mrsp_recv_mr->length()),
+                      mrsp_recv_mr->lkey()};
+  for (WireRegion& w : wire) {
+    if (w.internal) continue;
+    const MemoryRegion& mr = w.param == WireRegion::kMetadata ? *metadata_mr : *params[w.param].mr;
+    w.local_addr = mr.remote_addr() + w.offset;
+    w.lkey = mr.lkey();
+  }
   return Status::Ok();
 }
 
@@ -349,8 +361,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
       if (options.metadata_every_call || calls_completed == 0) {
-        slices.push_back({{metadata_mr->remote_addr(), w.size, metadata_mr->lkey()},
-                          w.peer_addr, w.peer_rkey});
+        slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
       }
       continue;
     }
@@ -361,15 +372,13 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
     if (want <= w.offset) continue;
     const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
-    slices.push_back({{p.mr->remote_addr() + w.offset, len, p.mr->lkey()}, w.peer_addr, w.peer_rkey});
+    slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
   }
   if (slices.empty()) {
     // Nothing to send (all inputs empty or single-send): a zero-length
     // WRITE_WITH_IMM still carries the function code.
     const WireRegion& w = *first_return;
-    slices.push_back({{params[w.param].mr->remote_addr() + w.offset, 0,
-                       params[w.param].mr->lkey()},
-                      w.peer_addr, w.peer_rkey});
+    slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
   ++seq;

@@ -56,6 +56,8 @@ struct WireEntry {
 struct Group {
   Buffer memory;
   std::unique_ptr<MemoryRegion> mr;  // not for internal regions
+  uint64_t local_addr = 0;           // mr's address and lkey, cached for the
+  uint32_t lkey = 0;                 // reply path (no virtual calls per call)
   uint8_t flags = 0;
   size_t first_entry = 0;
   size_t entry_count = 0;
@@ -152,6 +154,7 @@ class ConnectionServer {
   Status ReclaimSendQueue();
   Status HandleCall(uint32_t imm);
   uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
+  void BuildCallTemplate(const std::vector<size_t>& returns);
   uint8_t RunKernel(NaaCall& call);
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
@@ -169,8 +172,13 @@ class ConnectionServer {
   size_t metadata_index_ = SIZE_MAX;     // groups_ index (spec dialect)
   Buffer mrsp_send_buf_, mrsp_recv_buf_;
   std::unique_ptr<MemoryRegion> mrsp_send_mr_, mrsp_recv_mr_;
-  std::vector<NaaRegion> call_params_;
-  std::vector<std::span<std::byte>> call_internal_;
+  LocalBuffer data_recv_buffer_;         // receives for calls (the MRSP buffer)
+  // What a kernel sees, rebuilt only when the return regions change; each
+  // call starts from a copy (a kernel may change its view, e.g. reply_length).
+  std::vector<NaaRegion> params_template_, call_params_;
+  std::vector<std::span<std::byte>> internal_template_, call_internal_;
+  uint64_t returns_version_ = 0;         // bumped when returns_ is re-resolved
+  uint64_t template_version_ = UINT64_MAX;
   std::vector<WriteSlice> slices_;
   std::vector<SendRequest> scratch_;
   SendQueueBudget send_budget_;          // set once MRSP is done
@@ -235,6 +243,8 @@ Status ConnectionServer::RunMrsp() {
   NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr_,
                           conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
                                                 kAccessLocalWrite));
+  data_recv_buffer_ = {mrsp_recv_mr_->remote_addr(), static_cast<uint32_t>(mrsp_recv_mr_->length()),
+                       mrsp_recv_mr_->lkey()};
   const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
   NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn_, recv_id, *mrsp_recv_mr_));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));
@@ -345,6 +355,8 @@ Status ConnectionServer::RunMrsp() {
     if (g.flags & kRegionFlagInternal) continue;
     NAARPC_ASSIGN_OR_RETURN(g.mr, conn_->RegisterMemory(g.memory.data(), g.memory.size(),
                                                         kAccessLocalWrite | kAccessRemoteWrite));
+    g.local_addr = g.mr->remote_addr();
+    g.lkey = g.mr->lkey();
   }
   for (const WireEntry& e : entries_) {
     const Group& g = groups_[e.group];
@@ -394,7 +406,7 @@ Status ConnectionServer::SendMrspError(MrspErrorCode code) {
 
 Status ConnectionServer::PostDataRecv() {
   ++seq_;
-  return internal::PostReceive(*conn_, MakeWrId(WrKind::kDataRecv, seq_), *mrsp_recv_mr_);
+  return conn_->PostRecv(MakeWrId(WrKind::kDataRecv, seq_), data_recv_buffer_);
 }
 
 Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) {
@@ -474,6 +486,7 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
         if (groups_[param_index_[p]].flags & kRegionFlagOutput) returns.push_back(p);
       }
       resolved_reference_ = true;
+      ++returns_version_;
     }
     return kNaaStatusSuccess;
   }
@@ -490,6 +503,7 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   }
   resolved_metadata_.clear();
   returns.clear();
+  ++returns_version_;
   auto param_of_address = [&](uint64_t addr) -> size_t {
     for (size_t p = 0; p < param_index_.size(); ++p) {
       const Group& g = groups_[param_index_[p]];
@@ -510,6 +524,27 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   if (returns.empty()) return kNaaStatusBadRegionLayout;
   resolved_metadata_.assign(bytes, bytes + meta.memory.size());
   return kNaaStatusSuccess;
+}
+
+void ConnectionServer::BuildCallTemplate(const std::vector<size_t>& returns) {
+  params_template_.clear();
+  is_return_.assign(param_index_.size(), 0);
+  for (size_t p : returns) is_return_[p] = 1;
+  for (size_t p = 0; p < param_index_.size(); ++p) {
+    Group& g = groups_[param_index_[p]];
+    NaaRegion v;
+    v.data = g.memory.span();
+    v.flags = g.flags;
+    v.is_output = is_return_[p] != 0;
+    v.is_input = dialect_ == Dialect::kSpec ? true : (g.flags & kRegionFlagInput) != 0;
+    v.reply_length = g.memory.size();
+    params_template_.push_back(v);
+  }
+  internal_template_.clear();
+  for (size_t i : internal_index_) internal_template_.push_back(groups_[i].memory.span());
+  call_params_.resize(params_template_.size());
+  call_internal_.resize(internal_template_.size());
+  template_version_ = returns_version_;
 }
 
 uint8_t ConnectionServer::RunKernel(NaaCall& call) {
@@ -549,22 +584,9 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     status = ResolveReturnRegions(returns);
   }
   if (status == kNaaStatusSuccess) {
-    call_params_.clear();
-    is_return_.assign(param_index_.size(), 0);
-    for (size_t p : returns) is_return_[p] = 1;
-    for (size_t p = 0; p < param_index_.size(); ++p) {
-      Group& g = groups_[param_index_[p]];
-      NaaRegion v;
-      v.data = g.memory.span();
-      v.flags = g.flags;
-      v.is_output = is_return_[p] != 0;
-      v.is_input = dialect_ == Dialect::kSpec ? true : (g.flags & kRegionFlagInput) != 0;
-      v.reply_length = g.memory.size();
-      call_params_.push_back(v);
-    }
-    call_internal_.clear();
-    for (size_t i : internal_index_) call_internal_.push_back(groups_[i].memory.span());
-    call_ = NaaCall{};
+    if (template_version_ != returns_version_) BuildCallTemplate(returns);
+    std::copy(params_template_.begin(), params_template_.end(), call_params_.begin());
+    std::copy(internal_template_.begin(), internal_template_.end(), call_internal_.begin());
     call_.function_code = req->function_code;
     call_.dialect = dialect_;
     call_.user_bits = req->user_bits;
@@ -594,7 +616,7 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
         const WireEntry& e = entries_[g.first_entry + i];
         if (want <= e.offset) break;
         const uint64_t len = std::min<uint64_t>(e.request.size, want - e.offset);
-        slices_.push_back({{g.mr->remote_addr() + e.offset, static_cast<uint32_t>(len), g.mr->lkey()},
+        slices_.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
                            e.request.addr, e.request.rkey});
       }
     }
@@ -606,7 +628,7 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
     if (p >= param_index_.size()) return ProtocolError("no host region to carry the status");
     const Group& g = groups_[param_index_[p]];
     const WireEntry& e = entries_[g.first_entry];
-    slices_.push_back({{g.mr->remote_addr(), 0, g.mr->lkey()}, e.request.addr, e.request.rkey});
+    slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr, e.request.rkey});
   }
   const uint32_t requests = static_cast<uint32_t>(slices_.size());
   if (send_budget_.NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());

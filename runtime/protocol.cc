@@ -34,30 +34,4 @@ std::string_view NaaStatusName(uint8_t status) {
   return "reserved status";
 }
 
-uint32_t EncodeRequestImmediate(Dialect dialect, uint8_t function_code,
-                                uint32_t user_bits) {
-  const uint32_t code = function_code & 0x7fu;
-  if (dialect == Dialect::kSpec) return code;
-  return code | kImmHostToNaaBit | ((user_bits & 0xffffffu) << 8);
-}
-
-std::optional<RequestImmediate> DecodeRequestImmediate(uint32_t imm) {
-  RequestImmediate r;
-  r.function_code = static_cast<uint8_t>(imm & 0x7fu);
-  r.host_to_naa_bit = (imm & kImmHostToNaaBit) != 0;
-  r.user_bits = imm >> 8;
-  if (r.function_code < kMinFunctionCode) return std::nullopt;
-  // The spec dialect carries only the function code.
-  if (!r.host_to_naa_bit && r.user_bits != 0) return std::nullopt;
-  return r;
-}
-
-uint32_t EncodeStatusImmediate(uint8_t status) { return status; }
-
-uint8_t DecodeStatusImmediate(uint32_t imm) {
-  const uint8_t low = static_cast<uint8_t>(imm & 0xffu);
-  if (low != 0) return low;
-  return static_cast<uint8_t>((imm >> 8) & 0xffu);
-}
-
 }  // namespace naarpc

@@ -88,17 +88,36 @@ struct RequestImmediate {
 // The immediate value (host byte order; the transport puts it on the wire
 // big-endian, as ibverbs' imm_data does) for a call in `dialect`.
 // REQUIRES: 1 <= function_code <= 127, user_bits < 2^24 (reference only).
-uint32_t EncodeRequestImmediate(Dialect dialect, uint8_t function_code,
-                                uint32_t user_bits = 0);
+// (The immediate codecs are inline: each runs once per call on the latency
+// path.)
+inline uint32_t EncodeRequestImmediate(Dialect dialect, uint8_t function_code,
+                                       uint32_t user_bits = 0) {
+  const uint32_t code = function_code & 0x7fu;
+  if (dialect == Dialect::kSpec) return code;
+  return code | kImmHostToNaaBit | ((user_bits & 0xffffffu) << 8);
+}
 // Returns nullopt if the function code is 0 or bits are set that the
 // dialect detected from bit 7 does not allow.
-std::optional<RequestImmediate> DecodeRequestImmediate(uint32_t imm);
+inline std::optional<RequestImmediate> DecodeRequestImmediate(uint32_t imm) {
+  RequestImmediate r;
+  r.function_code = static_cast<uint8_t>(imm & 0x7fu);
+  r.host_to_naa_bit = (imm & kImmHostToNaaBit) != 0;
+  r.user_bits = imm >> 8;
+  if (r.function_code < kMinFunctionCode) return std::nullopt;
+  // The spec dialect carries only the function code.
+  if (!r.host_to_naa_bit && r.user_bits != 0) return std::nullopt;
+  return r;
+}
 
 // Status immediate (NAA -> host): naarpc sends the status as the integer
 // value of the immediate. On receipt both conventions are accepted: the low
 // byte if it is non-zero, else bits 8..15 (docs/protocol.md).
-uint32_t EncodeStatusImmediate(uint8_t status);
-uint8_t DecodeStatusImmediate(uint32_t imm);
+inline uint32_t EncodeStatusImmediate(uint8_t status) { return status; }
+inline uint8_t DecodeStatusImmediate(uint32_t imm) {
+  const uint8_t low = static_cast<uint8_t>(imm & 0xffu);
+  if (low != 0) return low;
+  return static_cast<uint8_t>((imm >> 8) & 0xffu);
+}
 
 // Big-endian helpers (explicit, independent of host byte order).
 inline void PutBe16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }

@@ -58,15 +58,20 @@ std::string TestAddress(const std::string& transport) {
   return "127.0.0.1";
 }
 
+// send_queue_depth: 0 = the backend's default.
 std::unique_ptr<Transport> MakeTransport(const std::string& name,
-                                         std::shared_ptr<FaultInjector> faults = nullptr) {
+                                         std::shared_ptr<FaultInjector> faults = nullptr,
+                                         uint32_t send_queue_depth = 0) {
   if (name == "verbs") {
-    auto t = NewVerbsTransport();
+    VerbsOptions verbs;
+    if (send_queue_depth != 0) verbs.max_send_wr = send_queue_depth;
+    auto t = NewVerbsTransport(verbs);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return t.ok() ? std::move(t).value() : nullptr;
   }
   EmulatedOptions options;
   options.faults = std::move(faults);
+  if (send_queue_depth != 0) options.send_queue_depth = send_queue_depth;
   return NewEmulatedTransport(options);
 }
 
@@ -262,6 +267,8 @@ class E2eTest : public ::testing::TestWithParam<E2eParam> {
     }
   }
 
+  void SmallSendQueueCalls(uint32_t depth);
+
   std::unique_ptr<Transport> transport_;
   TestKernels kernels_;
   ServerOptions server_options_;
@@ -434,6 +441,39 @@ TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
   VectorAddOnce(**s, 6);
   VectorAddOnce(**s, 7);
   server->Shutdown();
+}
+
+// Selective signaling (runtime/send_queue_budget.h) on a send queue of 8
+// slots, both sides: each call writes 3 input regions (plus metadata on the
+// first) and each reply 3 return regions, so only some writes are signaled,
+// the NAA may have to wait for a signaled reply before posting the next, and
+// the verbs queue (which enforces its depth) must never overflow.
+TEST_P(E2eTest, SmallSendQueueSignalsSelectivelyAndNeverOverflows) {
+  for (uint32_t depth : {8u, 32u}) {
+    SCOPED_TRACE("send queue depth " + std::to_string(depth));
+    SmallSendQueueCalls(depth);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+void E2eTest::SmallSendQueueCalls(uint32_t depth) {
+  auto small = MakeTransport(GetParam().transport, nullptr, depth);
+  ASSERT_NE(small, nullptr);
+  ServerOptions split = server_options_;
+  split.split_region_size = 1024;
+  auto server = NaaServer::Start(*small, address(), 0, kernels_, split);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ClientOptions options;
+  options.max_region_size = 1024;
+  auto s = Open(VectorAddLayout(768), options, server->get(), small.get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int call = 0; call < 200; ++call) {
+    VectorAddOnce(**s, call);
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  EXPECT_EQ((*s)->calls_completed(), 200u);
+  EXPECT_TRUE((*s)->Close().ok());
+  (*server)->Shutdown();
 }
 
 TEST_P(E2eTest, MetadataRewrittenEveryCallOnRequest) {
