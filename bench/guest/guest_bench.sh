@@ -147,24 +147,24 @@ for p in "${placements[@]}"; do
 done
 
 # What the 64 B round trip is made of (split placement): the verbs
-# transport's CQ busy-poll budget (VerbsOptions::poll_spin, default 50 us) on
+# transport's CQ busy-poll budget (VerbsOptions::poll_spin, default 200 us) on
 # both sides (100000 = busy-poll throughout, like perftest), the spec
 # dialect's metadata write if repeated every call (default: first call only), and the fabric
 # with a receive completion per message (ib_send_lat: the responder consumes
 # a receive WQE and polls its CQ, as a WRITE_WITH_IMM does).
-spins="0 50 1000 100000"
+spins="0 50 200 1000 100000"
 if ((diagnose)); then
   for sp in $spins; do
     section "diagnosis: call_bench 64 B, split, poll_spin=${sp}us"
     cb "diag_spin_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
       --poll-spin-us "$sp"
   done
-  for sp in 50 100000; do
+  for sp in 200 100000; do
     section "diagnosis: call_bench 64 B, split, reference dialect, poll_spin=${sp}us"
     cb "diag_ref_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
       --dialect=reference --poll-spin-us "$sp"
   done
-  for sp in 50 100000; do
+  for sp in 200 100000; do
     section "diagnosis: call_bench 64 B, split, spec dialect, metadata every call, poll_spin=${sp}us"
     cb "diag_every_$sp" --placement=split --sizes 64 --iterations 1000 --min-time 0.2 \
       --metadata-every-call --poll-spin-us "$sp"
@@ -251,10 +251,10 @@ if ((diagnose)); then
   for sp in $spins; do
     diag "naarpc, spec dialect, poll_spin $sp us" "$logs/diag_spin_$sp"
   done
-  for sp in 50 100000; do
+  for sp in 200 100000; do
     diag "naarpc, reference dialect (no metadata), poll_spin $sp us" "$logs/diag_ref_$sp"
   done
-  for sp in 50 100000; do
+  for sp in 200 100000; do
     diag "naarpc, spec dialect, metadata every call, poll_spin $sp us" "$logs/diag_every_$sp"
   done
   diag "naarpc, default, timed with clock_gettime (not RDTSCP)" "$logs/diag_steady"
