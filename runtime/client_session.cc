@@ -218,8 +218,7 @@ Status ClientSession::Impl::Register() {
   NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr, conn->RegisterMemory(mrsp_recv_buf.data(),
                                                              mrsp_recv_buf.size(),
                                                              kAccessLocalWrite));
-  data_recv_buffer = {mrsp_recv_mr->remote_addr(), static_cast<uint32_t>(mrsp_recv_mr->length()),
-                      mrsp_recv_mr->lkey()};
+  data_recv_buffer = internal::WholeRegion(*mrsp_recv_mr);
   for (WireRegion& w : wire) {
     if (w.internal) continue;
     const MemoryRegion& mr = w.param == WireRegion::kMetadata ? *metadata_mr : *params[w.param].mr;

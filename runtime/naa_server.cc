@@ -243,8 +243,7 @@ Status ConnectionServer::RunMrsp() {
   NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr_,
                           conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
                                                 kAccessLocalWrite));
-  data_recv_buffer_ = {mrsp_recv_mr_->remote_addr(), static_cast<uint32_t>(mrsp_recv_mr_->length()),
-                       mrsp_recv_mr_->lkey()};
+  data_recv_buffer_ = internal::WholeRegion(*mrsp_recv_mr_);
   const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
   NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn_, recv_id, *mrsp_recv_mr_));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));

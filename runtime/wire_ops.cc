@@ -32,7 +32,7 @@ Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, siz
 }
 
 Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr) {
-  return conn.PostRecv(wr_id, {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()});
+  return conn.PostRecv(wr_id, WholeRegion(mr));
 }
 
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn) {

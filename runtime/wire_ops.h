@@ -58,6 +58,11 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
 // message).
 Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
 
+// The whole of `mr` as a local buffer.
+inline LocalBuffer WholeRegion(const MemoryRegion& mr) {
+  return {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()};
+}
+
 // Posts one receive into the whole of `mr` (MRSP messages; for a
 // WRITE_WITH_IMM only its immediate is delivered, the buffer stays unused).
 Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
