@@ -418,15 +418,17 @@ class EmuConnection final : public Connection {
   }
   SendWr& WrAt(uint64_t seq) { return sq_[seq - sq_.front().seq]; }
 
+  // send_seq: the completed send WR's seq (0 for receives); polling its
+  // completion frees it and every earlier send WR (send_queue_depth).
   void Complete(uint64_t wr_id, WorkOpcode op, CompletionStatus st, uint32_t len,
-                uint32_t vendor = 0) {
+                uint32_t vendor, uint64_t send_seq) {
     Completion c;
     c.wr_id = wr_id;
     c.opcode = op;
     c.status = st;
     c.byte_len = len;
     c.vendor_err = vendor;
-    cq_.push_back(c);
+    cq_.push_back({c, send_seq});
   }
 
   void Break(std::string reason);
@@ -459,7 +461,12 @@ class EmuConnection final : public Connection {
 
   bool broken_ = false;
   std::string broken_reason_;
-  std::deque<Completion> cq_;
+  struct CqEntry {
+    Completion completion;
+    uint64_t send_seq;  // 0 for receives
+  };
+  std::deque<CqEntry> cq_;
+  uint64_t freed_send_seq_ = 0;  // send WRs up to this seq are freed (polled)
 
   // Send queue: posted, not yet completed WRs, in posting order.
   std::deque<SendWr> sq_;
@@ -539,6 +546,15 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
       return InvalidArgumentError("emulated transport: PostSend with a receive opcode");
     }
   }
+  // Like an RC send queue: a slot is freed only by polling the completion of
+  // its WR or of a later one (unsignaled WRs alone never free slots).
+  const uint64_t unfreed = (next_seq_ - 1) - freed_send_seq_;
+  if (opts_.send_queue_depth != 0 && unfreed + requests.size() > opts_.send_queue_depth) {
+    return ResourceExhaustedError(
+        "emulated transport: send queue full (depth " + std::to_string(opts_.send_queue_depth) +
+        ", " + std::to_string(unfreed) + " posted requests not yet freed by a polled completion, " +
+        std::to_string(requests.size()) + " more)");
+  }
   bool drop = false;
   for (const SendRequest& r : requests) {
     SendWr w;
@@ -603,7 +619,8 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
     if (!cq_.empty()) {
       size_t n = std::min(out.size(), cq_.size());
       for (size_t i = 0; i < n; ++i) {
-        out[i] = cq_.front();
+        out[i] = cq_.front().completion;
+        freed_send_seq_ = std::max(freed_send_seq_, cq_.front().send_seq);
         cq_.pop_front();
       }
       return n;
@@ -658,10 +675,10 @@ void EmuConnection::Break(std::string reason) {
   broken_ = true;
   broken_reason_ = std::move(reason);
   for (const SendWr& w : sq_) {
-    Complete(w.wr_id, w.opcode, CompletionStatus::kFlushed, w.len);
+    Complete(w.wr_id, w.opcode, CompletionStatus::kFlushed, w.len, 0, w.seq);
   }
   sq_.clear();
-  for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0);
+  for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0, 0, 0);
   rq_.clear();
   outq_.clear();
   in_payload_ = false;
@@ -718,7 +735,7 @@ void EmuConnection::Pump() {
     SendWr w = sq_.front();
     sq_.pop_front();
     ++next_tx_seq_;
-    Complete(w.wr_id, w.opcode, w.fail, w.len, w.vendor_err);
+    Complete(w.wr_id, w.opcode, w.fail, w.len, w.vendor_err, w.seq);
     Break(std::string(CompletionStatusName(w.fail)) + " on wr_id " + std::to_string(w.wr_id));
   }
 }
@@ -1009,7 +1026,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
       }
       if (err == kEmuErrNone && h.length > r.len) {
         Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kLocalLengthError, h.length,
-                 kEmuErrRecvTooSmall);
+                 kEmuErrRecvTooSmall, 0);
         rq_.pop_front();
         ResponderFail(h.seq, CompletionStatus::kRemoteInvalidRequest, kEmuErrRecvTooSmall,
                       "SEND of " + std::to_string(h.length) +
@@ -1017,7 +1034,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
         return;
       }
       if (err != kEmuErrNone) {
-        Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kLocalProtectionError, 0, err);
+        Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kLocalProtectionError, 0, err, 0);
         rq_.pop_front();
         ResponderFail(h.seq, CompletionStatus::kRemoteInvalidRequest, kEmuErrRecvBufferInvalid,
                       "receive buffer with an invalid lkey or access");
@@ -1061,7 +1078,7 @@ void EmuConnection::FinishRequest() {
       c.has_imm = true;
       c.imm_data = in_hdr_.imm;
     }
-    cq_.push_back(c);
+    cq_.push_back({c, 0});
   }
   acked_ = in_hdr_.seq;
 }
@@ -1073,7 +1090,7 @@ void EmuConnection::HandleAck(uint64_t count) {
   }
   while (!sq_.empty() && sq_.front().seq <= count) {
     const SendWr& w = sq_.front();
-    if (w.signaled) Complete(w.wr_id, w.opcode, CompletionStatus::kSuccess, w.len);
+    if (w.signaled) Complete(w.wr_id, w.opcode, CompletionStatus::kSuccess, w.len, 0, w.seq);
     sq_.pop_front();
   }
 }
@@ -1093,7 +1110,7 @@ void EmuConnection::HandleNak(const Header& h) {
                             : CompletionStatus::kGeneralError;
   SendWr w = sq_.front();
   sq_.pop_front();
-  Complete(w.wr_id, w.opcode, st, w.len, h.imm);
+  Complete(w.wr_id, w.opcode, st, w.len, h.imm, w.seq);
   Break("peer reported " + std::string(CompletionStatusName(st)) + " for wr_id " +
         std::to_string(w.wr_id));
 }
@@ -1113,7 +1130,7 @@ void EmuConnection::HandleRnrNak(const Header& h) {
     SendWr failed = w;
     sq_.pop_front();
     Complete(failed.wr_id, failed.opcode, CompletionStatus::kRnrRetryExceeded, failed.len,
-             kEmuErrNoReceive);
+             kEmuErrNoReceive, failed.seq);
     Break("RNR retry exceeded on wr_id " + std::to_string(failed.wr_id) +
           " (no receive posted at the peer)");
     return;

@@ -68,9 +68,10 @@ struct EmulatedOptions {
   std::chrono::milliseconds connect_retry_delay{100};
   // Upper bound for the hello exchange in Accept (besides its deadline).
   std::chrono::milliseconds handshake_timeout{5000};
-  // Reported as Connection::send_queue_depth() (like verbs' max_send_wr):
-  // callers leave requests unsignaled within half of it. Not enforced here;
-  // the verbs backend's queue is.
+  // Send-queue depth (like verbs' max_send_wr; Connection::send_queue_depth):
+  // PostSend fails with kResourceExhausted when more requests would be
+  // outstanding, a request being freed once the completion of it or of a
+  // later one has been polled. 0 = unbounded.
   uint32_t send_queue_depth = 64;
   // Optional fault injection (tests only); shared by all connections.
   std::shared_ptr<FaultInjector> faults;

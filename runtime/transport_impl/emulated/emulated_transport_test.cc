@@ -446,6 +446,7 @@ TEST(EmulatedTransport, ManyPipelinedMessagesWithRecycledReceives) {
   EmulatedOptions o;
   o.rnr_retry_count = -1;
   o.rnr_delay = 100us;
+  o.send_queue_depth = 0;  // streams 20000 sends without polling in between
   auto t = NewEmulatedTransport(o);
   Pair p = MakePair(*t);
   ASSERT_TRUE(p.client && p.server);
@@ -493,6 +494,48 @@ TEST(EmulatedTransport, ManyPipelinedMessagesWithRecycledReceives) {
     EXPECT_EQ(got[i].status, CompletionStatus::kSuccess);
     EXPECT_EQ(got[i].wr_id, static_cast<uint64_t>(i == signaled - 1 ? kMsgs - 1 : i * 64 + 63));
   }
+}
+
+// Like an RC send queue: unsignaled requests hold their slots until the
+// completion of a later signaled one has been polled.
+TEST(EmulatedTransport, SendQueueSlotsAreFreedOnlyByPolledCompletions) {
+  EmulatedOptions o;
+  o.send_queue_depth = 4;
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  EXPECT_EQ(p.client->send_queue_depth(), 4u);
+  Buf dst = Reg(*p.server, 64);
+  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x5c);
+  // The target acknowledges only while it polls.
+  std::atomic<bool> done{false};
+  std::thread server([&] {
+    Completion c[1];
+    while (!done) ASSERT_TRUE(p.server->PollCompletions(c, Deadline::After(1ms)).ok());
+  });
+  auto write = [&](uint64_t id, bool signaled) {
+    return Write(id, src.local(0, 8), dst.addr(), dst.mr->rkey(), signaled);
+  };
+  ASSERT_TRUE(Post(*p.client, {write(1, false), write(2, false), write(3, false)}).ok());
+  ASSERT_TRUE(Post(*p.client, {write(4, true)}).ok());
+  // Full: even after the writes landed, nothing was polled yet.
+  Status full = Post(*p.client, {write(5, true)});
+  EXPECT_EQ(full.code(), StatusCode::kResourceExhausted) << full.ToString();
+  EXPECT_NE(full.message().find("send queue full (depth 4, 4 posted"), std::string::npos)
+      << full.message();
+  auto got = PollN(*p.client, 1);
+  EXPECT_EQ(got.size(), 1u);
+  if (!got.empty()) {
+    EXPECT_EQ(got[0].wr_id, 4u);
+  }
+  // The polled completion of 4 freed 1..4.
+  EXPECT_TRUE(Post(*p.client, {write(5, false), write(6, false), write(7, false), write(8, true)})
+                  .ok());
+  got = PollN(*p.client, 1);
+  done = true;
+  server.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 8u);
 }
 
 TEST(EmulatedTransport, ReceiveTooSmallIsALengthError) {
@@ -1026,6 +1069,15 @@ TEST(EmulatedTransport, IndependentConnectionsOnManyThreads) {
   auto l = t->Listen("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
   constexpr int kConns = 4, kRounds = 500;
+  // Every 32nd SEND is signaled, so the send queue's slots come back.
+  auto signaled = [](int r) { return r % 32 == 31; };
+  // The next receive completion (send completions in between are skipped).
+  auto next_receive = [](Connection& c) {
+    for (;;) {
+      auto got = PollN(c, 1);
+      if (got.size() != 1u || got[0].opcode == WorkOpcode::kRecv) return got;
+    }
+  };
   std::vector<std::thread> threads;
   for (int i = 0; i < kConns; ++i) {
     threads.emplace_back([&] {  // server: echo kRounds SENDs back as SENDs
@@ -1034,9 +1086,9 @@ TEST(EmulatedTransport, IndependentConnectionsOnManyThreads) {
       Buf b = Reg(**c, 64);
       for (int r = 0; r < kRounds; ++r) {
         ASSERT_TRUE((*c)->PostRecv(r, b.local(0, 64)).ok());
-        auto got = PollN(**c, 1);
+        auto got = next_receive(**c);
         ASSERT_EQ(got.size(), 1u);
-        ASSERT_TRUE(Post(**c, {Send(r, b.local(0, got[0].byte_len), false)}).ok());
+        ASSERT_TRUE(Post(**c, {Send(r, b.local(0, got[0].byte_len), signaled(r))}).ok());
       }
       PollUntilDown(**c);
     });
@@ -1048,8 +1100,8 @@ TEST(EmulatedTransport, IndependentConnectionsOnManyThreads) {
         uint32_t v = static_cast<uint32_t>(i * 100000 + r);
         std::memcpy(tx.data.data(), &v, 4);
         ASSERT_TRUE((*c)->PostRecv(r, rx.local(0, 64)).ok());
-        ASSERT_TRUE(Post(**c, {Send(r, tx.local(0, 4), false)}).ok());
-        auto got = PollN(**c, 1);
+        ASSERT_TRUE(Post(**c, {Send(r, tx.local(0, 4), signaled(r))}).ok());
+        auto got = next_receive(**c);
         ASSERT_EQ(got.size(), 1u);
         ASSERT_EQ(got[0].wr_id, static_cast<uint64_t>(r));
         ASSERT_EQ(0, std::memcmp(rx.data.data(), &v, 4));
