@@ -189,7 +189,6 @@ class ConnectionServer {
   NaaCall call_;                         // outlives a runaway kernel
   // Per-call scratch, reused (no allocation on the call path once warm).
   std::vector<size_t> returns_;
-  std::vector<uint8_t> is_return_;  // per parameter: 1 = returned
   // Spec dialect: the metadata bytes the cached returns_ were resolved from.
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
@@ -527,14 +526,14 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
 
 void ConnectionServer::BuildCallTemplate(const std::vector<size_t>& returns) {
   params_template_.clear();
-  is_return_.assign(param_index_.size(), 0);
-  for (size_t p : returns) is_return_[p] = 1;
+  std::vector<uint8_t> is_return(param_index_.size(), 0);  // per parameter
+  for (size_t p : returns) is_return[p] = 1;
   for (size_t p = 0; p < param_index_.size(); ++p) {
     Group& g = groups_[param_index_[p]];
     NaaRegion v;
     v.data = g.memory.span();
     v.flags = g.flags;
-    v.is_output = is_return_[p] != 0;
+    v.is_output = is_return[p] != 0;
     v.is_input = dialect_ == Dialect::kSpec ? true : (g.flags & kRegionFlagInput) != 0;
     v.reply_length = g.memory.size();
     params_template_.push_back(v);
