@@ -9,7 +9,7 @@
 //
 //   bazel run //bench:call_bench -- [--placement=both|same|split]
 //       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
-//       [--iterations=N] [--poll-spin-us=US] [--dialect=spec|reference] [--machine]
+//       [--iterations=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference] [--machine]
 //
 // --machine adds one "result ..." line per payload size (key=value pairs) for
 // scripts such as bench/guest/verbs_bench.sh.
@@ -91,6 +91,8 @@ bool g_steady_timer = false;
 size_t g_iterations = 0;
 // --poll-spin-us: VerbsOptions::poll_spin for both sides (-1 = default).
 int g_poll_spin_us = -1;
+// --predictive-wake: VerbsOptions::predictive_wake for both sides (-1 = default).
+int g_predictive_wake = -1;
 // --dialect: the host's wire dialect (the NAA follows the host's MRSP).
 naarpc::ClientOptions g_client_options;
 
@@ -237,11 +239,12 @@ void TuneSocket(int fd) {
   }
 }
 
-// The transport by name; verbs with --poll-spin-us when given.
+// The transport by name; verbs with --poll-spin-us / --predictive-wake when given.
 naarpc::Result<std::unique_ptr<naarpc::Transport>> MakeTransport(const std::string& name) {
-  if (name == "verbs" && g_poll_spin_us >= 0) {
+  if (name == "verbs" && (g_poll_spin_us >= 0 || g_predictive_wake >= 0)) {
     naarpc::VerbsOptions opt;
-    opt.poll_spin = std::chrono::microseconds(g_poll_spin_us);
+    if (g_poll_spin_us >= 0) opt.poll_spin = std::chrono::microseconds(g_poll_spin_us);
+    if (g_predictive_wake >= 0) opt.predictive_wake = g_predictive_wake != 0;
     return naarpc::NewVerbsTransport(opt);
   }
   return naarpc::NewTransport(name);
@@ -498,6 +501,9 @@ int main(int argc, char** argv) {
                  "minimum timed calls per size (0 = 4000 up to 4 KiB, 400 up to 1 MiB, 12 above)");
   app.add_option("--poll-spin-us", g_poll_spin_us,
                  "verbs only: CQ busy-poll before sleeping, both sides (-1 = VerbsOptions default)");
+  app.add_option("--predictive-wake", g_predictive_wake,
+                 "verbs only: 1/0 = VerbsOptions::predictive_wake on/off, both sides (-1 = default)")
+      ->check(CLI::Range(-1, 1));
   std::string dialect = "spec";
   app.add_option("--dialect", dialect,
                  "wire dialect: spec (metadata region) or reference (INPUT/OUTPUT flags)")

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/spin_budget.h"
+#include "runtime/wake_predictor.h"
 
 namespace naarpc {
 namespace {
@@ -122,6 +123,17 @@ class EventFd {
  private:
   int fd_;
 };
+
+// Time left until `d` (not infinite) for ppoll(2); zero once expired.
+timespec TimeLeft(Deadline d) {
+  auto left = d.when() - Deadline::Clock::now();
+  if (left < Deadline::Clock::duration::zero()) left = Deadline::Clock::duration::zero();
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(std::min<int64_t>(secs.count(), 1'000'000'000));
+  ts.tv_nsec = static_cast<long>(std::chrono::nanoseconds(left - secs).count());
+  return ts;
+}
 
 bool SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
@@ -434,6 +446,7 @@ class VerbsConnection final : public Connection {
       if (requests[i].signaled) ++signaled_pending_;
     }
     next_send_seq_ += posted;
+    posted_since_sleep_ = true;
     if (rc != 0) {
       std::string msg = ErrnoText("ibv_post_send", rc) + " (posted " +
                         std::to_string(posted) + " of " +
@@ -474,9 +487,19 @@ class VerbsConnection final : public Connection {
         if (n > 0) return n;
       } while (spin.Continue());
     }
+    // The first sleep after a post is the one whose length repeats from call
+    // to call; it is measured and, once learnt, planned (WakePredictor).
+    const bool measured = posted_since_sleep_ && opt_.predictive_wake;
+    posted_since_sleep_ = false;
+    std::optional<Deadline::Clock::time_point> slept_at;
+    std::optional<WakePredictor::Plan> plan;
     for (;;) {
       NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
-      if (n > 0) return n;
+      if (n > 0) {
+        if (plan) ++wait_stats_.planned_early;
+        if (measured && slept_at) predictor_.OnCompleted(Deadline::Clock::now() - *slept_at);
+        return n;
+      }
       if (disconnect_requested_.load() && !down_) MarkDown("connection closed locally");
       HandleCmEvents();
       Deadline wait = deadline;
@@ -495,12 +518,20 @@ class VerbsConnection final : public Connection {
         continue;
       }
       if (deadline.expired()) return size_t{0};
+      if (!slept_at) {
+        slept_at = Deadline::Clock::now();
+        ++wait_stats_.sleeps;
+        if (measured && !down_ && (plan = predictor_.PlanWait())) ++wait_stats_.planned;
+      }
+      const bool planned_wake_pending = plan.has_value();
+      if (planned_wake_pending) wait = Deadline::Earlier(wait, Deadline::At(*slept_at + plan->wake_after));
       pollfd fds[3] = {{core_->comp_channel->fd, POLLIN, 0},
                        {core_->channel->fd, POLLIN, 0},
                        {wake_.fd(), POLLIN, 0}};
-      int rc = poll(fds, 3, wait.PollTimeoutMs());
+      const timespec timeout = TimeLeft(wait);
+      int rc = ppoll(fds, 3, wait.infinite() ? nullptr : &timeout, nullptr);
       if (fds[2].revents & POLLIN) wake_.Drain();
-      if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("poll", errno));
+      if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
       if (fds[0].revents & POLLIN) {
         ibv_cq* ev_cq = nullptr;
         void* ev_ctx = nullptr;
@@ -508,6 +539,22 @@ class VerbsConnection final : public Connection {
           ibv_ack_cq_events(ev_cq, 1);
           armed_ = false;
         }
+      }
+      if (rc == 0 && planned_wake_pending && !deadline.expired() &&
+          Deadline::Clock::now() >= *slept_at + plan->wake_after) {
+        // Woken by the plan, before the completion: spin through it.
+        SpinBudget spin(plan->spin_until - plan->wake_after, deadline, /*yield_cpu=*/true);
+        plan.reset();
+        do {
+          NAARPC_ASSIGN_OR_RETURN(size_t got, DrainCq(out));
+          if (got > 0) {
+            ++wait_stats_.planned_hits;
+            predictor_.OnCompleted(Deadline::Clock::now() - *slept_at);
+            return got;
+          }
+        } while (spin.Continue());
+        ++wait_stats_.planned_misses;
+        continue;  // the completion, when it comes, is the wait's sample
       }
       if (rc == 0 && deadline.expired()) {
         NAARPC_ASSIGN_OR_RETURN(size_t last, DrainCq(out));
@@ -531,6 +578,8 @@ class VerbsConnection final : public Connection {
 
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return down_ ? down_reason_ : std::string(); }
+
+  const VerbsWaitStats& wait_stats() const { return wait_stats_; }
 
  private:
   struct SendEntry {
@@ -652,6 +701,10 @@ class VerbsConnection final : public Connection {
   uint64_t next_recv_seq_ = 0;
   size_t signaled_pending_ = 0;
   bool armed_ = false;
+  // Hybrid polling (VerbsOptions::predictive_wake).
+  bool posted_since_sleep_ = false;
+  WakePredictor predictor_;
+  VerbsWaitStats wait_stats_;
   bool down_ = false;
   // Cross-thread: Disconnect() may run while another thread polls.
   std::atomic<bool> disconnect_sent_{false};  // rdma_disconnect done (either side)
@@ -878,6 +931,12 @@ std::vector<std::string> RdmaDeviceNames() {
   for (int i = 0; i < num; ++i) names.emplace_back(ibv_get_device_name(list[i]));
   ibv_free_device_list(list);
   return names;
+}
+
+std::optional<VerbsWaitStats> WaitStatsOf(const Connection& connection) {
+  const auto* verbs = dynamic_cast<const VerbsConnection*>(&connection);
+  if (verbs == nullptr) return std::nullopt;
+  return verbs->wait_stats();
 }
 
 bool RdmaDeviceAvailable() {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ struct VerbsOptions {
   // clock reads are slow in some VMs. 200 us: on Soft-RoCE 50 us let more
   // 64 B calls fall asleep (p99 ~180-240 us against ~130-170 us at 200 us).
   std::chrono::microseconds poll_spin{200};
+  // Hybrid polling for waits longer than the spin (runtime/wake_predictor.h):
+  // the first sleep after a post is timed; once two such waits are known, the
+  // next one sleeps until a margin (1/8 of the wait, 0.1-1 ms) before the
+  // shortest of the last four, then spins through the expected completion
+  // for at most 4 margins before sleeping again. A stream of large calls then
+  // mostly pays no wake-up (on Soft-RoCE in a TCG guest a sleeping side costs
+  // 0.5-1 ms per 1 MiB call, and a fat tail) for about one margin of CPU per
+  // wait, at most 4 ms. A peer that goes quiet costs one bounded spin. Waits
+  // under 0.3 ms are left to poll_spin.
+  bool predictive_wake = true;
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
   uint32_t max_inline_data = 64;
@@ -39,6 +50,18 @@ struct VerbsOptions {
   // posts it right after accepting); 18 gives a slow NAA ~30 ms (6 retries).
   uint8_t min_rnr_timer = 18;
 };
+
+// How a verbs connection's waits ended (diagnostics, tests, benchmarks).
+struct VerbsWaitStats {
+  uint64_t sleeps = 0;          // waits that outlasted the spin and slept
+  uint64_t planned = 0;         // of which predictive_wake planned an early wake
+  uint64_t planned_hits = 0;    // completion caught by the planned spin
+  uint64_t planned_early = 0;   // completion came before the planned wake
+  uint64_t planned_misses = 0;  // planned spin ended with no completion
+};
+
+// The wait statistics of a verbs connection; nullopt for other transports.
+std::optional<VerbsWaitStats> WaitStatsOf(const Connection& connection);
 
 // True if at least one RDMA device is visible to libibverbs.
 bool RdmaDeviceAvailable();
