@@ -477,7 +477,15 @@ class VerbsConnection final : public Connection {
     return Status::Ok();
   }
 
-  Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
+  // The spin loop is the hottest code of a 64 B call. Aligned so that it
+  // never straddles a 4 KiB page (the function is < 2 KiB; the slow path is
+  // out of line): under QEMU TCG, where the Soft-RoCE benchmark runs, a
+  // translated block ends at a page boundary and jumps across pages are not
+  // chained, and builds whose spin loop happened to straddle one measured
+  // ~1-1.5 us slower per round trip (naarpc and the raw transport alike;
+  // 12 interleaved rounds). Costs at most 2 KiB of padding.
+  [[gnu::aligned(2048)]] Result<size_t> PollCompletions(std::span<Completion> out,
+                                                        Deadline deadline) override {
     if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");
     // Bounded spin, only while work is outstanding.
     if (opt_.poll_spin.count() > 0 && Outstanding()) {
@@ -487,6 +495,32 @@ class VerbsConnection final : public Connection {
         if (n > 0) return n;
       } while (spin.Continue());
     }
+    return WaitForCompletions(out, deadline);
+  }
+
+  uint32_t max_inline_data() const override { return core_->max_inline; }
+  uint32_t send_queue_depth() const override { return core_->send_depth; }
+
+  // Also safe from another thread: wakes a blocked PollCompletions.
+  Status Disconnect() override {
+    if (!disconnect_requested_.exchange(true)) {
+      // Moves the QP to ERR (flushing outstanding work) and sends DREQ.
+      if (!disconnect_sent_.exchange(true)) rdma_disconnect(core_->id.get());
+      wake_.Signal();
+    }
+    return Status::Ok();
+  }
+
+  std::string peer_name() const override { return peer_; }
+  std::string down_reason() const override { return down_ ? down_reason_ : std::string(); }
+
+  const VerbsWaitStats& wait_stats() const { return wait_stats_; }
+
+ private:
+  // PollCompletions after the spin found nothing: sleeps on the completion
+  // channel (and CM events, and Disconnect), with the predictive wake.
+  // Out of line, so the spin loop above stays small (DrainCq inlined).
+  [[gnu::noinline]] Result<size_t> WaitForCompletions(std::span<Completion> out, Deadline deadline) {
     // The first sleep after a post is the one whose length repeats from call
     // to call; it is measured and, once learnt, planned (WakePredictor).
     const bool measured = posted_since_sleep_ && opt_.predictive_wake;
@@ -563,25 +597,6 @@ class VerbsConnection final : public Connection {
     }
   }
 
-  uint32_t max_inline_data() const override { return core_->max_inline; }
-  uint32_t send_queue_depth() const override { return core_->send_depth; }
-
-  // Also safe from another thread: wakes a blocked PollCompletions.
-  Status Disconnect() override {
-    if (!disconnect_requested_.exchange(true)) {
-      // Moves the QP to ERR (flushing outstanding work) and sends DREQ.
-      if (!disconnect_sent_.exchange(true)) rdma_disconnect(core_->id.get());
-      wake_.Signal();
-    }
-    return Status::Ok();
-  }
-
-  std::string peer_name() const override { return peer_; }
-  std::string down_reason() const override { return down_ ? down_reason_ : std::string(); }
-
-  const VerbsWaitStats& wait_stats() const { return wait_stats_; }
-
- private:
   struct SendEntry {
     uint64_t seq;
     uint64_t user_wr_id;
@@ -634,8 +649,9 @@ class VerbsConnection final : public Connection {
     }
   }
 
-  // Polls the CQ once and converts up to out.size() completions.
-  Result<size_t> DrainCq(std::span<Completion> out) {
+  // Polls the CQ once and converts up to out.size() completions (inlined
+  // into the spin loop).
+  [[gnu::always_inline]] Result<size_t> DrainCq(std::span<Completion> out) {
     constexpr size_t kBatch = 16;
     ibv_wc wcs[kBatch];
     int want = static_cast<int>(std::min(out.size(), kBatch));
