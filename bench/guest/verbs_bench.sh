@@ -21,7 +21,7 @@ for f in "$rxe_vm" "$guest" "$call_bench"; do
   [[ -e "$f" ]] || { echo "verbs_bench: missing $f (run through bazel run)" >&2; exit 2; }
 done
 
-timeout_s=720
+timeout_s=1000
 vm_args=()
 args=()
 while (($#)); do

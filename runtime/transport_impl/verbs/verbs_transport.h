@@ -61,6 +61,7 @@ struct VerbsWaitStats {
 };
 
 // The wait statistics of a verbs connection; nullopt for other transports.
+// REQUIRES: no PollCompletions on `connection` runs concurrently.
 std::optional<VerbsWaitStats> WaitStatsOf(const Connection& connection);
 
 // True if at least one RDMA device is visible to libibverbs.
