@@ -479,11 +479,11 @@ class VerbsConnection final : public Connection {
 
   // The spin loop is the hottest code of a 64 B call. Aligned so that it
   // never straddles a 4 KiB page (the function is < 2 KiB; the slow path is
-  // out of line): under QEMU TCG, where the Soft-RoCE benchmark runs, a
-  // translated block ends at a page boundary and jumps across pages are not
-  // chained, and builds whose spin loop happened to straddle one measured
-  // ~1-1.5 us slower per round trip (naarpc and the raw transport alike;
-  // 12 interleaved rounds). Costs at most 2 KiB of padding.
+  // out of line): under QEMU TCG, where the Soft-RoCE benchmark runs, jumps
+  // to another guest page are not chained between translated blocks (each
+  // goes through a block lookup), and builds whose spin loop happened to
+  // straddle a page measured ~1-1.5 us slower per round trip (naarpc and the
+  // raw transport alike; 12 interleaved rounds). At most 2 KiB of padding.
   [[gnu::aligned(2048)]] Result<size_t> PollCompletions(std::span<Completion> out,
                                                         Deadline deadline) override {
     if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");
