@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -472,6 +474,121 @@ void E2eTest::SmallSendQueueCalls(uint32_t depth) {
     if (::testing::Test::HasFatalFailure()) break;
   }
   EXPECT_EQ((*s)->calls_completed(), 200u);
+  EXPECT_TRUE((*s)->Close().ok());
+  (*server)->Shutdown();
+}
+
+// A transport whose accepted (NAA-side) connections hold back every receive
+// posted after a WRITE_WITH_IMM (i.e. the replacement the NAA posts after a
+// reply) until the connection's next completion is returned: the host's next
+// call always arrives while that replacement is not posted yet. Independent
+// of timing: the emulated transport processes an arriving message in the
+// polling thread, before the completion it yields is returned.
+class LateReplacementReceiveTransport final : public Transport {
+ public:
+  explicit LateReplacementReceiveTransport(std::unique_ptr<Transport> inner)
+      : inner_(std::move(inner)) {}
+  std::string_view name() const override { return inner_->name(); }
+  Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
+                                              Deadline deadline) override {
+    return inner_->Connect(host, port, deadline);
+  }
+  Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
+    NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, inner_->Listen(host, port));
+    return std::unique_ptr<Listener>(std::make_unique<LateListener>(std::move(l), this));
+  }
+  // Receives that were held back and then posted.
+  int late_receives() const { return late_.load(); }
+
+ private:
+  class LateConnection final : public Connection {
+   public:
+    LateConnection(std::unique_ptr<Connection> inner, LateReplacementReceiveTransport* owner)
+        : inner_(std::move(inner)), owner_(owner) {}
+    Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                         uint32_t access) override {
+      return inner_->RegisterMemory(addr, length, access);
+    }
+    Status PostSend(std::span<const SendRequest> requests) override {
+      for (const SendRequest& r : requests) {
+        if (r.opcode == WorkOpcode::kRdmaWriteWithImm) replied_ = true;
+      }
+      return inner_->PostSend(requests);
+    }
+    Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override {
+      if (replied_ || !held_.empty()) {  // later receives keep their order
+        replied_ = false;
+        held_.push_back({wr_id, buffer});
+        return Status::Ok();
+      }
+      return inner_->PostRecv(wr_id, buffer);
+    }
+    Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
+      NAARPC_ASSIGN_OR_RETURN(size_t n, inner_->PollCompletions(out, deadline));
+      if (n > 0) {
+        for (const Held& h : held_) {
+          NAARPC_RETURN_IF_ERROR(inner_->PostRecv(h.wr_id, h.buffer));
+          ++owner_->late_;
+        }
+        held_.clear();
+      }
+      return n;
+    }
+    uint32_t max_inline_data() const override { return inner_->max_inline_data(); }
+    uint32_t send_queue_depth() const override { return inner_->send_queue_depth(); }
+    Status Disconnect() override { return inner_->Disconnect(); }
+    std::string peer_name() const override { return inner_->peer_name(); }
+    std::string down_reason() const override { return inner_->down_reason(); }
+
+   private:
+    struct Held {
+      uint64_t wr_id;
+      LocalBuffer buffer;
+    };
+    std::unique_ptr<Connection> inner_;
+    LateReplacementReceiveTransport* owner_;
+    bool replied_ = false;
+    std::vector<Held> held_;
+  };
+  class LateListener final : public Listener {
+   public:
+    LateListener(std::unique_ptr<Listener> inner, LateReplacementReceiveTransport* owner)
+        : inner_(std::move(inner)), owner_(owner) {}
+    Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
+      NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, inner_->Accept(deadline));
+      return std::unique_ptr<Connection>(std::make_unique<LateConnection>(std::move(c), owner_));
+    }
+    uint16_t port() const override { return inner_->port(); }
+    void Shutdown() override { inner_->Shutdown(); }
+
+   private:
+    std::unique_ptr<Listener> inner_;
+    LateReplacementReceiveTransport* owner_;
+  };
+
+  std::unique_ptr<Transport> inner_;
+  std::atomic<int> late_{0};
+};
+
+// docs/protocol.md 7.2: the NAA keeps a spare receive posted, so the host's
+// next call finds a receive although the NAA replaces the consumed one only
+// after its reply. Here every replacement is late; without the spare the
+// next call meets RNR (the emulated transport gives up after 6 retries).
+TEST_P(E2eTest, SpareReceiveTakesTheNextCallWhileTheReplacementIsLate) {
+  LateReplacementReceiveTransport late(MakeTransport(GetParam().transport));
+  auto server = NaaServer::Start(late, address(), 0, kernels_, server_options_);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto s = Open(VectorAddLayout(64), {}, server->get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  constexpr int kCalls = 8;
+  for (int call = 0; call < kCalls; ++call) {
+    VectorAddOnce(**s, 40 + call);
+    if (::testing::Test::HasFatalFailure()) break;
+  }
+  EXPECT_EQ((*s)->calls_completed(), uint64_t{kCalls});
+  // The replacement after each reply but the last was posted only when the
+  // NAA saw the next call, which the spare had taken.
+  EXPECT_GE(late.late_receives(), kCalls - 1);
   EXPECT_TRUE((*s)->Close().ok());
   (*server)->Shutdown();
 }
