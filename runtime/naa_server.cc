@@ -585,12 +585,13 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     if (template_version_ != returns_version_) BuildCallTemplate(returns);
     std::copy(params_template_.begin(), params_template_.end(), call_params_.begin());
     std::copy(internal_template_.begin(), internal_template_.end(), call_internal_.begin());
-    call_.function_code = req->function_code;
-    call_.dialect = dialect_;
-    call_.user_bits = req->user_bits;
-    call_.call_index = calls_;
-    call_.params = call_params_;
-    call_.internal = call_internal_;
+    // Every field, so nothing a kernel left in call_ reaches the next call.
+    call_ = NaaCall{.function_code = req->function_code,
+                    .dialect = dialect_,
+                    .user_bits = req->user_bits,
+                    .call_index = calls_,
+                    .params = call_params_,
+                    .internal = call_internal_};
     status = RunKernel(call_);
   }
   ++calls_;

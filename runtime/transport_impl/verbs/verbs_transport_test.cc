@@ -614,7 +614,10 @@ bool PingPong(Connection& client, Connection& server, const std::vector<std::chr
   }
   std::thread peer([&] {
     for (size_t i = 0; i < delays.size(); ++i) {
-      if (!server.PostRecv(2 * i, Buf(**smr, 0, 32)).ok()) return ADD_FAILURE() << "server PostRecv";
+      if (!server.PostRecv(2 * i, Buf(**smr, 0, 32)).ok()) {
+        ADD_FAILURE() << "server PostRecv";
+        return;
+      }
       auto got = PollN(server, 1, Deadline::After(20s));
       if (got.size() != 1u || got[0].status != CompletionStatus::kSuccess) return;
       // Busy-waits: a sleeping peer's own timer wake-up jitters by
@@ -623,7 +626,10 @@ bool PingPong(Connection& client, Connection& server, const std::vector<std::chr
            std::chrono::steady_clock::now() < until;) {
       }
       SendRequest reply = Req(2 * i + 1, WorkOpcode::kSend, Buf(**smr, 32, 8));
-      if (!server.PostSend({&reply, 1}).ok()) return ADD_FAILURE() << "server PostSend";
+      if (!server.PostSend({&reply, 1}).ok()) {
+        ADD_FAILURE() << "server PostSend";
+        return;
+      }
       if (PollN(server, 1, Deadline::After(20s)).size() != 1u) return;
     }
   });
