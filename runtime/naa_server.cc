@@ -633,7 +633,7 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
   if (send_budget_.NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
   const bool signaled = send_budget_.ShouldSignal(requests);
   const uint64_t wr_id = MakeWrId(WrKind::kDataWrite, seq_);
-  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(status),
+  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(dialect_, status),
                                                      wr_id, signaled, scratch_));
   send_budget_.OnPosted(requests, signaled, wr_id);
   return Status::Ok();

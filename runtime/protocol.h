@@ -109,10 +109,17 @@ inline std::optional<RequestImmediate> DecodeRequestImmediate(uint32_t imm) {
   return r;
 }
 
-// Status immediate (NAA -> host): naarpc sends the status as the integer
-// value of the immediate. On receipt both conventions are accepted: the low
-// byte if it is non-zero, else bits 8..15 (docs/protocol.md).
-inline uint32_t EncodeStatusImmediate(uint8_t status) { return status; }
+// Status immediate (NAA -> host). The NAAICE reference library reads it two
+// ways: its software NAA writes the status as the immediate's value (bits
+// 0..7), its host reads bits 8..15. naarpc therefore sends, in the reference
+// dialect, the status in both bytes (0x0101 * status), which every reader
+// decodes alike; in the spec dialect the value itself. On receipt both
+// conventions are accepted: the low byte if it is non-zero, else bits 8..15
+// (docs/protocol.md 5.2).
+inline uint32_t EncodeStatusImmediate(Dialect dialect, uint8_t status) {
+  if (dialect == Dialect::kReference) return uint32_t{status} << 8 | status;
+  return status;
+}
 inline uint8_t DecodeStatusImmediate(uint32_t imm) {
   const uint8_t low = static_cast<uint8_t>(imm & 0xffu);
   if (low != 0) return low;

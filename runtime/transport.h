@@ -15,6 +15,12 @@
 //    otherwise the writer gets kRemoteAccessError and target memory is
 //    untouched.
 //  * Work requests on one connection complete in order on the send side.
+//  * One completion queue per connection, with completion notification as
+//    in ibverbs (RequestNotify ~ ibv_req_notify_cq, WaitNotify ~
+//    ibv_get_cq_event): an armed CQ raises one event for the next completion
+//    added to it, or, armed solicited-only, for the next receive completion
+//    of a message whose sender set the solicited-event bit
+//    (SendRequest::solicited) or the next completion with an error.
 //  * A connection is used by one thread at a time (not thread-safe), like a
 //    QP driven by one thread. Connections are independent of each other.
 #ifndef NAARPC_RUNTIME_TRANSPORT_H_
@@ -98,6 +104,17 @@ struct SendRequest {
   uint32_t rkey = 0;         // RDMA only
   uint32_t imm_data = 0;     // kRdmaWriteWithImm only, host byte order
   bool signaled = true;      // false: no success completion (errors always)
+  // The solicited-event bit (IBV_SEND_SOLICITED): SEND and
+  // RDMA_WRITE_WITH_IMM only. The receive completion this message causes at
+  // the target wakes a CQ armed solicited-only (NAAICE peers arm that way).
+  bool solicited = false;
+};
+
+// How RequestNotify arms the completion queue (ibv_req_notify_cq's
+// solicited_only argument).
+enum class NotifyMode : uint8_t {
+  kNextCompletion,  // any new completion raises the event
+  kSolicitedOnly,   // a solicited receive completion or an error completion
 };
 
 class Connection {
@@ -121,6 +138,24 @@ class Connection {
   // Idle waiting blocks in the kernel; it never spins the CPU.
   virtual Result<size_t> PollCompletions(std::span<Completion> out,
                                          Deadline deadline) = 0;
+
+  // Completion notification, for code that drives it by hand (peers that
+  // behave like other NAAICE implementations, tests). PollCompletions does
+  // its own arming (for every completion) and needs none of this; a
+  // connection is driven either way, not both at once.
+  //
+  // Arms the CQ for one event, raised by the next completion added after
+  // this call that `mode` selects; completions already queued raise none
+  // (poll after arming). Arming again before the event keeps the wider mode.
+  virtual Status RequestNotify(NotifyMode mode) = 0;
+  // Waits until an event has been raised and consumes it (the CQ is then
+  // unarmed). true: an event; false: the deadline passed first. The
+  // completions stay queued: take them with TryPollCompletions.
+  // kDisconnected once the connection is down and no event is pending.
+  virtual Result<bool> WaitNotify(Deadline deadline) = 0;
+  // Returns up to out.size() queued completions without waiting
+  // (ibv_poll_cq). kDisconnected once the peer is gone and none is left.
+  virtual Result<size_t> TryPollCompletions(std::span<Completion> out) = 0;
 
   // Largest payload the backend sends inline (0 if none); informational.
   virtual uint32_t max_inline_data() const { return 0; }

@@ -18,6 +18,9 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
     wr.rkey = slices[i].rkey;
     wr.imm_data = last ? imm : 0;
     wr.signaled = last && signaled;
+    // NAAICE peers arm their CQ solicited-only: without the bit the final
+    // write of a call or reply wakes nobody (docs/protocol.md 7.4).
+    wr.solicited = last;
     scratch.push_back(wr);
   }
   return conn.PostSend(scratch);
@@ -28,6 +31,7 @@ Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, siz
   send.wr_id = wr_id;
   send.opcode = WorkOpcode::kSend;
   send.local = {mr.remote_addr(), static_cast<uint32_t>(length), mr.lkey()};
+  send.solicited = true;  // every MRSP SEND (docs/protocol.md 7.4)
   return conn.PostSend(std::span<const SendRequest>(&send, 1));
 }
 

@@ -47,15 +47,15 @@ struct WriteSlice {
 };
 
 // Posts n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the last slice)
-// carrying `imm`, in one PostSend; the WRITE_WITH_IMM is signaled if
-// `signaled` (send_queue_budget.h decides).
+// carrying `imm` and the solicited-event bit, in one PostSend; the
+// WRITE_WITH_IMM is signaled if `signaled` (send_queue_budget.h decides).
 // REQUIRES: !slices.empty().
 Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
                          uint32_t imm, uint64_t final_wr_id, bool signaled,
                          std::vector<SendRequest>& scratch);
 
-// Posts one signaled SEND of the first `length` bytes of `mr` (an MRSP
-// message).
+// Posts one signaled, solicited SEND of the first `length` bytes of `mr` (an
+// MRSP message).
 Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
 
 // The whole of `mr` as a local buffer.

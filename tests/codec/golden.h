@@ -98,6 +98,9 @@ inline const std::vector<uint8_t> kImmRequestReference = {0x0A, 0x0B, 0x0C, 0xAA
 inline const std::vector<uint8_t> kImmStatusNaarpc = {0x00, 0x00, 0x00, 0x11};
 // Example 11: status 0x11 in the bits 8..15 convention (accepted on receipt).
 inline const std::vector<uint8_t> kImmStatusBits8To15 = {0x00, 0x00, 0x11, 0x00};
+// Example 12: status 0x11 as naarpc sends it in the reference dialect (both
+// bytes, so reference hosts reading bits 8..15 see it too).
+inline const std::vector<uint8_t> kImmStatusReference = {0x00, 0x00, 0x11, 0x11};
 
 struct NamedExample {
   std::string_view name;  // the "golden:" name in docs/protocol.md
@@ -115,6 +118,7 @@ inline const NamedExample kAllExamples[] = {
     {"imm_request_reference", &kImmRequestReference},
     {"imm_status_naarpc", &kImmStatusNaarpc},
     {"imm_status_bits8to15", &kImmStatusBits8To15},
+    {"imm_status_reference", &kImmStatusReference},
 };
 
 }  // namespace naarpc::golden

@@ -107,17 +107,36 @@ TEST(RequestImmediate, CodesAbove127AreNotRepresentable) {
 }
 
 TEST(StatusImmediate, GoldenAndEncoding) {
-  EXPECT_EQ(EncodeStatusImmediate(kNaaStatusSuccess), 0u);
-  EXPECT_EQ(Wire(EncodeStatusImmediate(0x11)), golden::kImmStatusNaarpc);
+  EXPECT_EQ(EncodeStatusImmediate(Dialect::kSpec, kNaaStatusSuccess), 0u);
+  EXPECT_EQ(EncodeStatusImmediate(Dialect::kReference, kNaaStatusSuccess), 0u);
+  EXPECT_EQ(Wire(EncodeStatusImmediate(Dialect::kSpec, 0x11)), golden::kImmStatusNaarpc);
+  EXPECT_EQ(Wire(EncodeStatusImmediate(Dialect::kReference, 0x11)), golden::kImmStatusReference);
   EXPECT_EQ(DecodeStatusImmediate(GetBe32(golden::kImmStatusNaarpc.data())), 0x11);
   EXPECT_EQ(DecodeStatusImmediate(GetBe32(golden::kImmStatusBits8To15.data())), 0x11);
+  EXPECT_EQ(DecodeStatusImmediate(GetBe32(golden::kImmStatusReference.data())), 0x11);
 }
 
-TEST(StatusImmediate, BothConventionsForEveryStatus) {
+// The two readers of the NAAICE reference library, written as they read.
+uint8_t ReferenceHostReads(uint32_t imm) {  // ntohl(imm) >> 8, into a uint8_t
+  return static_cast<uint8_t>(imm >> 8);
+}
+uint8_t ReferenceNaaConventionReads(uint32_t imm) {  // the immediate's value
+  return static_cast<uint8_t>(imm);
+}
+
+TEST(StatusImmediate, EveryStatusDecodesAlikeForEveryReader) {
   for (int s = 0; s <= 0xFF; ++s) {
-    EXPECT_EQ(EncodeStatusImmediate(uint8_t(s)), uint32_t(s));
-    EXPECT_EQ(DecodeStatusImmediate(EncodeStatusImmediate(uint8_t(s))), s);
+    const auto status = static_cast<uint8_t>(s);
+    const uint32_t spec = EncodeStatusImmediate(Dialect::kSpec, status);
+    const uint32_t ref = EncodeStatusImmediate(Dialect::kReference, status);
+    EXPECT_EQ(spec, uint32_t(s));
+    EXPECT_EQ(ref, uint32_t(s) * 0x0101u);
+    EXPECT_EQ(DecodeStatusImmediate(spec), s);
+    EXPECT_EQ(DecodeStatusImmediate(ref), s);
+    EXPECT_EQ(ReferenceHostReads(ref), s) << "status " << s;
+    EXPECT_EQ(ReferenceNaaConventionReads(ref), s) << "status " << s;
     EXPECT_EQ(DecodeStatusImmediate(uint32_t(s) << 8), s);  // bits 8..15
+    EXPECT_EQ(ref >> 16, 0u);  // bits 16..31 stay clear
   }
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
+#include "tests/testing/forwarding_transport.h"
 
 extern char** environ;
 
@@ -484,36 +485,29 @@ void E2eTest::SmallSendQueueCalls(uint32_t depth) {
 // call always arrives while that replacement is not posted yet. Independent
 // of timing: the emulated transport processes an arriving message in the
 // polling thread, before the completion it yields is returned.
-class LateReplacementReceiveTransport final : public Transport {
+class LateReplacementReceiveTransport {
  public:
   explicit LateReplacementReceiveTransport(std::unique_ptr<Transport> inner)
-      : inner_(std::move(inner)) {}
-  std::string_view name() const override { return inner_->name(); }
-  Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
-                                              Deadline deadline) override {
-    return inner_->Connect(host, port, deadline);
-  }
-  Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
-    NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, inner_->Listen(host, port));
-    return std::unique_ptr<Listener>(std::make_unique<LateListener>(std::move(l), this));
-  }
+      : inner_(std::move(inner)),
+        // Only accepted (NAA-side) connections hold receives back.
+        naa_side_(*inner_, [this](std::unique_ptr<Connection> c) {
+          return std::unique_ptr<Connection>(std::make_unique<LateConnection>(std::move(c), this));
+        }) {}
+  // The transport for the NAA (its Listen wraps accepted connections).
+  Transport& naa_transport() { return naa_side_; }
   // Receives that were held back and then posted.
   int late_receives() const { return late_.load(); }
 
  private:
-  class LateConnection final : public Connection {
+  class LateConnection final : public testing::ForwardingConnection {
    public:
     LateConnection(std::unique_ptr<Connection> inner, LateReplacementReceiveTransport* owner)
-        : inner_(std::move(inner)), owner_(owner) {}
-    Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
-                                                         uint32_t access) override {
-      return inner_->RegisterMemory(addr, length, access);
-    }
+        : ForwardingConnection(std::move(inner)), owner_(owner) {}
     Status PostSend(std::span<const SendRequest> requests) override {
       for (const SendRequest& r : requests) {
         if (r.opcode == WorkOpcode::kRdmaWriteWithImm) replied_ = true;
       }
-      return inner_->PostSend(requests);
+      return inner().PostSend(requests);
     }
     Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override {
       if (replied_ || !held_.empty()) {  // later receives keep their order
@@ -521,52 +515,32 @@ class LateReplacementReceiveTransport final : public Transport {
         held_.push_back({wr_id, buffer});
         return Status::Ok();
       }
-      return inner_->PostRecv(wr_id, buffer);
+      return inner().PostRecv(wr_id, buffer);
     }
     Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
-      NAARPC_ASSIGN_OR_RETURN(size_t n, inner_->PollCompletions(out, deadline));
+      NAARPC_ASSIGN_OR_RETURN(size_t n, inner().PollCompletions(out, deadline));
       if (n > 0) {
         for (const Held& h : held_) {
-          NAARPC_RETURN_IF_ERROR(inner_->PostRecv(h.wr_id, h.buffer));
+          NAARPC_RETURN_IF_ERROR(inner().PostRecv(h.wr_id, h.buffer));
           ++owner_->late_;
         }
         held_.clear();
       }
       return n;
     }
-    uint32_t max_inline_data() const override { return inner_->max_inline_data(); }
-    uint32_t send_queue_depth() const override { return inner_->send_queue_depth(); }
-    Status Disconnect() override { return inner_->Disconnect(); }
-    std::string peer_name() const override { return inner_->peer_name(); }
-    std::string down_reason() const override { return inner_->down_reason(); }
 
    private:
     struct Held {
       uint64_t wr_id;
       LocalBuffer buffer;
     };
-    std::unique_ptr<Connection> inner_;
     LateReplacementReceiveTransport* owner_;
     bool replied_ = false;
     std::vector<Held> held_;
   };
-  class LateListener final : public Listener {
-   public:
-    LateListener(std::unique_ptr<Listener> inner, LateReplacementReceiveTransport* owner)
-        : inner_(std::move(inner)), owner_(owner) {}
-    Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
-      NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, inner_->Accept(deadline));
-      return std::unique_ptr<Connection>(std::make_unique<LateConnection>(std::move(c), owner_));
-    }
-    uint16_t port() const override { return inner_->port(); }
-    void Shutdown() override { inner_->Shutdown(); }
-
-   private:
-    std::unique_ptr<Listener> inner_;
-    LateReplacementReceiveTransport* owner_;
-  };
 
   std::unique_ptr<Transport> inner_;
+  testing::WrappingTransport naa_side_;
   std::atomic<int> late_{0};
 };
 
@@ -576,7 +550,7 @@ class LateReplacementReceiveTransport final : public Transport {
 // next call meets RNR (the emulated transport gives up after 6 retries).
 TEST_P(E2eTest, SpareReceiveTakesTheNextCallWhileTheReplacementIsLate) {
   LateReplacementReceiveTransport late(MakeTransport(GetParam().transport));
-  auto server = NaaServer::Start(late, address(), 0, kernels_, server_options_);
+  auto server = NaaServer::Start(late.naa_transport(), address(), 0, kernels_, server_options_);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto s = Open(VectorAddLayout(64), {}, server->get());
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -3,6 +3,7 @@
 //
 //   header (32 bytes, little-endian except imm):
 //     0 type u8 | 1 flags u8 | 2 reserved u16 | 4 length u32 |
+//     (flags: bit 0 = solicited event, SEND and WRITE_IMM only; other bits 0)
 //     8 seq u64 | 16 addr u64 | 24 key u32 | 28 imm u32 (big-endian)
 //   SEND      seq, length, payload
 //   WRITE     seq, length, addr = remote address, key = rkey, payload
@@ -62,6 +63,9 @@ enum FrameType : uint8_t {
   kFrameNak = 5,
   kFrameRnrNak = 6,
 };
+
+// Header flags of request frames.
+constexpr uint8_t kFrameFlagSolicited = 0x01;
 
 // ---- encoding -------------------------------------------------------------
 
@@ -365,6 +369,9 @@ class EmuConnection final : public Connection {
   Status PostSend(std::span<const SendRequest> requests) override;
   Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override;
   Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override;
+  Status RequestNotify(NotifyMode mode) override;
+  Result<bool> WaitNotify(Deadline deadline) override;
+  Result<size_t> TryPollCompletions(std::span<Completion> out) override;
   Status Disconnect() override;
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
@@ -376,6 +383,7 @@ class EmuConnection final : public Connection {
     uint64_t seq = 0;
     WorkOpcode opcode = WorkOpcode::kSend;
     bool signaled = true;
+    bool solicited = false;
     bool delayed = false;
     uint32_t len = 0;
     const uint8_t* payload = nullptr;
@@ -428,8 +436,36 @@ class EmuConnection final : public Connection {
     c.status = st;
     c.byte_len = len;
     c.vendor_err = vendor;
-    cq_.push_back({c, send_seq});
+    AddCqe(c, send_seq, /*solicited=*/false);
   }
+  // Queues a completion and raises the notification event if the CQ is
+  // armed for it (ibv_req_notify_cq semantics: error completions count as
+  // solicited).
+  void AddCqe(const Completion& c, uint64_t send_seq, bool solicited) {
+    cq_.push_back({c, send_seq});
+    const bool raise = armed_ == Armed::kAny ||
+                       (armed_ == Armed::kSolicited &&
+                        (solicited || c.status != CompletionStatus::kSuccess));
+    if (raise) {
+      armed_ = Armed::kNone;
+      event_pending_ = true;
+    }
+  }
+  // Takes up to out.size() queued completions. REQUIRES: op_mu_ held.
+  size_t DrainCq(std::span<Completion> out) {
+    const size_t n = std::min(out.size(), cq_.size());
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = cq_.front().completion;
+      freed_send_seq_ = std::max(freed_send_seq_, cq_.front().send_seq);
+      cq_.pop_front();
+    }
+    return n;
+  }
+  // Makes progress (pushes queued bytes, reads and applies frames, runs
+  // timers) until `ready()` holds, the connection breaks, or the deadline
+  // passes; sleeps in the kernel meanwhile. REQUIRES: op_mu_ held.
+  template <typename Ready>
+  void ProgressUntil(Deadline deadline, Ready&& ready);
 
   void Break(std::string reason);
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
@@ -466,6 +502,10 @@ class EmuConnection final : public Connection {
     uint64_t send_seq;  // 0 for receives
   };
   std::deque<CqEntry> cq_;
+  // Completion notification (RequestNotify / WaitNotify).
+  enum class Armed : uint8_t { kNone, kSolicited, kAny };
+  Armed armed_ = Armed::kNone;
+  bool event_pending_ = false;
   uint64_t freed_send_seq_ = 0;  // send WRs up to this seq are freed (polled)
 
   // Send queue: posted, not yet completed WRs, in posting order.
@@ -545,6 +585,11 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
         r.opcode != WorkOpcode::kRdmaWriteWithImm) {
       return InvalidArgumentError("emulated transport: PostSend with a receive opcode");
     }
+    if (r.solicited && r.opcode == WorkOpcode::kRdmaWrite) {
+      return InvalidArgumentError(
+          "emulated transport: the solicited-event bit applies to SEND and "
+          "RDMA_WRITE_WITH_IMM only (wr_id " + std::to_string(r.wr_id) + ")");
+    }
   }
   // Like an RC send queue: a slot is freed only by polling the completion of
   // its WR or of a later one (unsignaled WRs alone never free slots).
@@ -562,6 +607,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     w.seq = next_seq_;
     w.opcode = r.opcode;
     w.signaled = r.signaled;
+    w.solicited = r.solicited;
     w.len = r.local.length;
     w.remote_addr = r.remote_addr;
     w.rkey = r.rkey;
@@ -611,29 +657,18 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   return Status::Ok();
 }
 
-Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadline deadline) {
-  std::lock_guard<std::mutex> lock(op_mu_);
-  if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
+template <typename Ready>
+void EmuConnection::ProgressUntil(Deadline deadline, Ready&& ready) {
   for (;;) {
     CheckDisconnectRequest();
-    if (!cq_.empty()) {
-      size_t n = std::min(out.size(), cq_.size());
-      for (size_t i = 0; i < n; ++i) {
-        out[i] = cq_.front().completion;
-        freed_send_seq_ = std::max(freed_send_seq_, cq_.front().send_seq);
-        cq_.pop_front();
-      }
-      return n;
-    }
-    if (broken_) return DownError();
+    if (ready() || broken_) return;
     Pump();
-    if (!cq_.empty() || broken_) continue;
+    if (ready() || broken_) return;
     const bool want_out = Push();  // also flushes coalesced acks
-    if (broken_) continue;
+    if (broken_) return;
     std::optional<Clock::time_point> timer = NextTimer();
     if (!want_out && !timer && BlockingRead(deadline)) {
-      if (!cq_.empty() || broken_) continue;
-      if (deadline.expired()) return size_t{0};
+      if (ready() || broken_ || deadline.expired()) return;
       continue;
     }
     Clock::time_point wake = deadline.when();
@@ -642,16 +677,58 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
     int r = PollUntil(&p, 1, wake);
     if (r < 0) {
       Break("poll failed: " + Errno(errno));
-      continue;
+      return;
     }
     if (r > 0) {
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) ReadInput();
       if (!broken_ && (p.revents & POLLOUT)) Push();
     }
     Pump();
-    if (!cq_.empty() || broken_) continue;
-    if (deadline.expired()) return size_t{0};
+    if (ready() || broken_ || deadline.expired()) return;
   }
+}
+
+Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadline deadline) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
+  ProgressUntil(deadline, [this] { return !cq_.empty(); });
+  if (!cq_.empty()) return DrainCq(out);
+  if (broken_) return DownError();
+  return size_t{0};
+}
+
+Status EmuConnection::RequestNotify(NotifyMode mode) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  const Armed want = mode == NotifyMode::kNextCompletion ? Armed::kAny : Armed::kSolicited;
+  armed_ = std::max(armed_, want);
+  return Status::Ok();
+}
+
+Result<bool> EmuConnection::WaitNotify(Deadline deadline) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  ProgressUntil(deadline, [this] { return event_pending_; });
+  if (event_pending_) {
+    event_pending_ = false;
+    return true;
+  }
+  if (broken_) return DownError();
+  return false;
+}
+
+Result<size_t> EmuConnection::TryPollCompletions(std::span<Completion> out) {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
+  CheckDisconnectRequest();
+  if (cq_.empty() && !broken_) {
+    // What a NIC would have done meanwhile: one non-blocking progress step.
+    Pump();
+    Push();
+    if (!broken_) ReadInput();
+    Pump();
+  }
+  if (!cq_.empty()) return DrainCq(out);
+  if (broken_) return DownError();
+  return size_t{0};
 }
 
 Status EmuConnection::Disconnect() {
@@ -761,6 +838,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.addr = w.remote_addr;
   h.key = w.rkey;
   h.imm = w.imm;
+  h.flags = w.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr);
   f.payload = w.payload;
   f.len = w.len;
@@ -980,9 +1058,15 @@ void EmuConnection::ProcessHeader(const Header& h) {
       return;
     case kFrameSend:
     case kFrameWrite:
-    case kFrameWriteImm:
+    case kFrameWriteImm: {
+      const uint8_t allowed = h.type == kFrameWrite ? 0 : kFrameFlagSolicited;
+      if ((h.flags & ~allowed) != 0) {
+        Break("protocol error: request frame with flags " + Hex(h.flags));
+        return;
+      }
       ProcessRequest(h);
       return;
+    }
     default:
       Break("protocol error: unknown frame type " + std::to_string(h.type));
   }
@@ -1078,7 +1162,7 @@ void EmuConnection::FinishRequest() {
       c.has_imm = true;
       c.imm_data = in_hdr_.imm;
     }
-    cq_.push_back({c, 0});
+    AddCqe(c, 0, (in_hdr_.flags & kFrameFlagSolicited) != 0);
   }
   acked_ = in_hdr_.seq;
 }

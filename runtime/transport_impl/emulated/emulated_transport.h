@@ -5,16 +5,23 @@
 //
 //  * Progress model. There is no background thread: like a NIC whose driver
 //    is polled, a connection makes progress (receives, lands RDMA writes,
-//    acknowledges, pushes queued bytes) only inside PollCompletions and
-//    PostSend on it (PostRecv only queues). A target therefore acknowledges
-//    work only while someone calls PollCompletions/PostSend on it; the
-//    protocol engine always polls while it waits. Acknowledgements are
+//    acknowledges, pushes queued bytes) only inside PollCompletions,
+//    WaitNotify, TryPollCompletions and PostSend on it (PostRecv only
+//    queues). A target therefore acknowledges work only while someone calls
+//    one of these on it; the protocol engine always polls while it waits. Acknowledgements are
 //    coalesced and leave with the next outgoing bytes or before
 //    PollCompletions blocks. PostSend never blocks: what the socket does not
 //    take is pushed by later PostSend/PollCompletions calls, which keep
 //    reading meanwhile (two peers sending big data cannot deadlock). Idle
 //    waiting sleeps in the kernel (in recv, or ppoll while bytes are queued
 //    or a timer runs), never spins.
+//  * Notification, as on an HCA: RequestNotify arms the CQ for one event;
+//    solicited-only arming is raised only by the receive completion of a
+//    SEND / WRITE_WITH_IMM that carried the solicited bit (a frame flag) or
+//    by an error completion. A peer waiting in WaitNotify keeps receiving
+//    and acknowledging meanwhile, so a message without the bit lands, is
+//    acknowledged and queued, and wakes nobody, exactly as on real hardware.
+//    The solicited bit on a plain RDMA WRITE is rejected at PostSend.
 //  * RNR. A SEND or WRITE_WITH_IMM that the target processes while it has no
 //    receive posted is NAKed; the sender resends it (and everything after it,
 //    go-back-N) rnr_delay later, up to rnr_retry_count times, then fails it

@@ -42,6 +42,7 @@ constexpr int kResolveTimeoutMs = 2000;
 // How long a broken connection waits for flush completions of outstanding
 // work before reporting kDisconnected.
 constexpr auto kFlushGrace = std::chrono::seconds(2);
+constexpr timespec kZeroTimeout{0, 0};
 // Internal wr_id layout: top bit marks receives, the rest is a sequence.
 constexpr uint64_t kRecvBit = 1ull << 63;
 
@@ -436,6 +437,13 @@ class VerbsConnection final : public Connection {
         if (r.local.length <= core_->max_inline) wr.send_flags |= IBV_SEND_INLINE;
       }
       if (r.signaled) wr.send_flags |= IBV_SEND_SIGNALED;
+      if (r.solicited) {
+        if (r.opcode == WorkOpcode::kRdmaWrite) {
+          return InvalidArgumentError(
+              "PostSend: the solicited-event bit applies to SEND and RDMA_WRITE_WITH_IMM only");
+        }
+        wr.send_flags |= IBV_SEND_SOLICITED;
+      }
       wr.next = i + 1 < requests.size() ? &wrs[i + 1] : nullptr;
     }
     ibv_send_wr* bad = nullptr;
@@ -496,6 +504,61 @@ class VerbsConnection final : public Connection {
       } while (spin.Continue());
     }
     return WaitForCompletions(out, deadline);
+  }
+
+  Status RequestNotify(NotifyMode mode) override {
+    const int solicited_only = mode == NotifyMode::kSolicitedOnly ? 1 : 0;
+    if (int rc = ibv_req_notify_cq(core_->cq.get(), solicited_only); rc != 0) {
+      return InternalError(ErrnoText("ibv_req_notify_cq", rc));
+    }
+    // The HCA keeps the wider arming; PollCompletions re-arms for every
+    // completion unless this one already does.
+    armed_ = armed_ || mode == NotifyMode::kNextCompletion;
+    return Status::Ok();
+  }
+
+  Result<bool> WaitNotify(Deadline deadline) override {
+    for (;;) {
+      if (disconnect_requested_.load() && !down_) MarkDown("connection closed locally");
+      HandleCmEvents();
+      pollfd fds[3] = {{core_->comp_channel->fd, POLLIN, 0},
+                       {core_->channel->fd, POLLIN, 0},
+                       {wake_.fd(), POLLIN, 0}};
+      // Non-blocking first: an event already raised is taken at once.
+      int rc = ppoll(fds, 3, &kZeroTimeout, nullptr);
+      if (rc == 0) {
+        if (down_ && (!Outstanding() || flush_deadline_.expired())) {
+          return DisconnectedError(DownReason());
+        }
+        if (deadline.expired()) return false;
+        Deadline wait = down_ ? Deadline::Earlier(deadline, flush_deadline_) : deadline;
+        const timespec timeout = TimeLeft(wait);
+        rc = ppoll(fds, 3, wait.infinite() ? nullptr : &timeout, nullptr);
+      }
+      if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
+      if (fds[2].revents & POLLIN) wake_.Drain();
+      if (fds[0].revents & POLLIN) {
+        ibv_cq* ev_cq = nullptr;
+        void* ev_ctx = nullptr;
+        if (ibv_get_cq_event(core_->comp_channel.get(), &ev_cq, &ev_ctx) == 0) {
+          ibv_ack_cq_events(ev_cq, 1);
+          armed_ = false;
+          return true;
+        }
+      }
+    }
+  }
+
+  Result<size_t> TryPollCompletions(std::span<Completion> out) override {
+    if (out.empty()) return InvalidArgumentError("TryPollCompletions: empty output span");
+    NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
+    if (n > 0) return n;
+    if (disconnect_requested_.load() && !down_) MarkDown("connection closed locally");
+    HandleCmEvents();
+    if (down_ && (!Outstanding() || flush_deadline_.expired())) {
+      return DisconnectedError(DownReason());
+    }
+    return size_t{0};
   }
 
   uint32_t max_inline_data() const override { return core_->max_inline; }

@@ -735,6 +735,9 @@ TEST(VerbsNoDevice, WaitStatsAreVerbsOnly) {
     Status PostSend(std::span<const SendRequest>) override { return Status::Ok(); }
     Status PostRecv(uint64_t, const LocalBuffer&) override { return Status::Ok(); }
     Result<size_t> PollCompletions(std::span<Completion>, Deadline) override { return size_t{0}; }
+    Status RequestNotify(NotifyMode) override { return Status::Ok(); }
+    Result<bool> WaitNotify(Deadline) override { return false; }
+    Result<size_t> TryPollCompletions(std::span<Completion>) override { return size_t{0}; }
     Status Disconnect() override { return Status::Ok(); }
     std::string peer_name() const override { return "fake"; }
   } fake;
