@@ -260,7 +260,7 @@ Status ClientSession::Impl::RunMrsp() {
 
   bool sent = false, received = false;
   uint32_t reply_len = 0;
-  NAARPC_RETURN_IF_ERROR(internal::PollUntil(
+  Status polled = internal::PollUntil(
       *conn, deadline, "MRSP", [&](const Completion& c, bool& done) -> Status {
         if (c.status != CompletionStatus::kSuccess) {
           return internal::CompletionFailure(
@@ -282,7 +282,22 @@ Status ClientSession::Impl::RunMrsp() {
         }
         done = sent && received;
         return Status::Ok();
-      }));
+      });
+  if (polled.code() == StatusCode::kDeadlineExceeded) {
+    // Say what was not seen (docs/protocol.md 7.4).
+    const std::string ms = std::to_string(options.mrsp_timeout.count()) + " ms";
+    if (!sent) {
+      return DeadlineExceededError(
+          "MRSP: the request was not acknowledged within " + ms +
+          " (the peer's queue pair does not take it: unreachable, or not serving this connection)");
+    }
+    return DeadlineExceededError(
+        "MRSP: the NAA acknowledged the request but sent no answer within " + ms +
+        " (a NAAICE NAA answers only an MRSP request it accepts, and is woken only by the "
+        "solicited-event bit, which naarpc sets: check that the peer is a NAAICE NAA and "
+        "expects the " + std::string(DialectName(options.dialect)) + " dialect)");
+  }
+  NAARPC_RETURN_IF_ERROR(polled);
   if (sm.state() == CommState::kMrspSending) {
     NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspReceiving));
   }
@@ -435,7 +450,12 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     return Status::Ok();
   });
   if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded) {
-    s = DeadlineExceededError(what() + ": no answer from the NAA before the deadline");
+    s = DeadlineExceededError(
+        what() + ": no answer from the NAA before the deadline" +
+        (written ? "" : " (the inputs were not acknowledged either)") +
+        "; an NAA built on the NAAICE reference library never answers a function code it "
+        "does not serve: check that the NAA serves function " + std::to_string(fncode) +
+        " in the " + std::string(DialectName(options.dialect)) + " dialect");
   } else if (!s.ok()) {
     s = s.WithContext(what());
   }

@@ -156,6 +156,9 @@ class ConnectionServer {
   uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
   void BuildCallTemplate(const std::vector<size_t>& returns);
   uint8_t RunKernel(NaaCall& call);
+  // Called when a wait for a call came back empty: logs a connection idle
+  // past ServerOptions::idle_log_after, once per idle spell.
+  void NoteIdle();
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
@@ -195,6 +198,11 @@ class ConnectionServer {
   std::unique_ptr<KernelWorker> worker_;  // for kernels with a time limit
   Deadline stop_check_ = Deadline::Infinite();  // bounds a wait for a call
   bool renew_stop_check_ = true;
+  // Idle logging (ServerOptions::idle_log_after), checked on idle wake-ups
+  // only: no clock read per call.
+  uint64_t calls_at_idle_check_ = UINT64_MAX;
+  Deadline::Clock::time_point idle_since_{};
+  bool idle_logged_ = false;
   uint64_t seq_ = 0;
   uint64_t calls_ = 0;
 };
@@ -248,7 +256,7 @@ Status ConnectionServer::RunMrsp() {
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));
 
   uint32_t len = 0;
-  NAARPC_RETURN_IF_ERROR(internal::PollUntil(
+  Status polled = internal::PollUntil(
       *conn_, Deadline::After(options_.mrsp_timeout), "waiting for the host's MRSP request",
       [&](const Completion& c, bool& done) -> Status {
         if (c.status != CompletionStatus::kSuccess) {
@@ -260,7 +268,13 @@ Status ConnectionServer::RunMrsp() {
         len = c.byte_len;
         done = true;
         return Status::Ok();
-      }));
+      });
+  if (polled.code() == StatusCode::kDeadlineExceeded) {
+    return DeadlineExceededError(
+        "no MRSP request within " + std::to_string(options_.mrsp_timeout.count()) +
+        " ms of connecting (a NAAICE host sends it at once: the peer is not one, or is stuck)");
+  }
+  NAARPC_RETURN_IF_ERROR(polled);
   auto msg = DecodeMrsp(std::span<const uint8_t>(
       reinterpret_cast<const uint8_t*>(mrsp_recv_buf_.data()), len));
   if (!msg.ok()) return msg.status().WithContext("MRSP request from the host");
@@ -462,7 +476,10 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
       renew_stop_check_ = false;
     }
     Result<size_t> n = conn_->PollCompletions(batch, stop_check_);
-    if (n.ok() && *n == 0) renew_stop_check_ = true;
+    if (n.ok() && *n == 0) {
+      renew_stop_check_ = true;
+      NoteIdle();
+    }
     if (!n.ok()) {
       if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
       return n.status();
@@ -473,6 +490,23 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
     for (size_t i = 0; i < *n; ++i) NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
     if (host_left) return false;
   }
+}
+
+void ConnectionServer::NoteIdle() {
+  if (options_.idle_log_after <= std::chrono::milliseconds::zero()) return;
+  const auto now = Deadline::Clock::now();
+  if (calls_ != calls_at_idle_check_) {  // a new idle spell
+    calls_at_idle_check_ = calls_;
+    idle_since_ = now;
+    idle_logged_ = false;
+    return;
+  }
+  if (idle_logged_ || now - idle_since_ < options_.idle_log_after) return;
+  idle_logged_ = true;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now - idle_since_);
+  Log("idle: no call for " + std::to_string(seconds.count()) + " s since " +
+      (calls_ == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_)) +
+      " (connection kept open; logged once per idle spell)");
 }
 
 uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {

@@ -64,6 +64,9 @@ struct ServerOptions {
   // Total bytes the NAA may allocate for one connection (-> 0x01).
   uint64_t max_bytes_per_connection = uint64_t{4} << 30;
   std::chrono::milliseconds mrsp_timeout{10'000};
+  // A connection that sends no call for this long after the MRSP (or after
+  // its last call) is logged once, naming its peer; zero = never.
+  std::chrono::milliseconds idle_log_after{60'000};
   // Hosts split parameters larger than this into several wire regions; the
   // NAA joins them back into one parameter. Only tests lower it (matching
   // ClientOptions::max_region_size).

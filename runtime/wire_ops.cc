@@ -19,7 +19,7 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
     wr.imm_data = last ? imm : 0;
     wr.signaled = last && signaled;
     // NAAICE peers arm their CQ solicited-only: without the bit the final
-    // write of a call or reply wakes nobody (docs/protocol.md 7.4).
+    // write of a call or reply wakes nobody (docs/protocol.md 7.3).
     wr.solicited = last;
     scratch.push_back(wr);
   }
@@ -31,7 +31,7 @@ Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, siz
   send.wr_id = wr_id;
   send.opcode = WorkOpcode::kSend;
   send.local = {mr.remote_addr(), static_cast<uint32_t>(length), mr.lkey()};
-  send.solicited = true;  // every MRSP SEND (docs/protocol.md 7.4)
+  send.solicited = true;  // every MRSP SEND (docs/protocol.md 7.3)
   return conn.PostSend(std::span<const SendRequest>(&send, 1));
 }
 
