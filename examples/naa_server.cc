@@ -2,6 +2,9 @@
 //   ./tools/bazel run //examples:naa_server -- --port 12345
 // Function codes are distinct across the services, so one CompositeHandler
 // dispatches them all (docs/idl.md, "Several services on one server").
+// With --naaice-stock-kernels it serves instead the NAAICE reference
+// library's stock kernels (codes 1, 2, 3 on any region layout, reference
+// dialect), so the reference's own host clients can be pointed at it.
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include "services/checked/checked_service.h"
 #include "services/increment/increment_service.h"
 #include "services/matrix/matrix_service.h"
+#include "services/naaice_stock/stock_kernels.h"
 #include "services/vector/vector_service.h"
 
 namespace {
@@ -28,6 +32,7 @@ int main(int argc, char** argv) {
   std::string transport_name = "auto";
   std::string dialect = "any";
   size_t max_regions = naarpc::kDefaultNaaMaxRegions;
+  bool stock_kernels = false;
 
   CLI::App app{"naarpc software NAA serving VectorArith, Matrix, Accumulator, CheckedMath "
                "and Increment on one port."};
@@ -47,6 +52,11 @@ int main(int argc, char** argv) {
                  "dialect per connection at MRSP)")
       ->check(CLI::IsMember({"spec", "reference", "any"}))
       ->capture_default_str();
+  app.add_flag("--naaice-stock-kernels", stock_kernels,
+               "serve the NAAICE reference library's stock kernels instead of the example "
+               "services: function 1 adds 1, 2 adds 2 to every byte of every region, 3 does "
+               "nothing; any region layout, reference dialect (point the reference's own "
+               "clients here)");
   app.add_option("--max_regions", max_regions, "regions per connection (MRSP error 0x03 beyond)")
       ->check(CLI::Range(1, 255))
       ->capture_default_str();
@@ -89,18 +99,22 @@ int main(int argc, char** argv) {
     naarpc::NaaHandler& inner_;
     std::string dialect_;
   } filtered(**handler, dialect);
+  naarpc::services::naaice_stock::NaaiceStockKernels naaice_stock;
+  naarpc::NaaHandler& served =
+      stock_kernels ? static_cast<naarpc::NaaHandler&>(naaice_stock) : filtered;
 
   naarpc::ServerOptions options;
   options.max_regions = max_regions;
   auto server = naarpc::NaaServer::Start(**transport, address, static_cast<uint16_t>(port),
-                                         filtered, options);
+                                         served, options);
   if (!server.ok()) {
     std::fprintf(stderr, "naa_server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("naa_server: serving on %s:%u (transport %s, dialect %s); Ctrl-C stops\n",
+  std::printf("naa_server: serving %s on %s:%u (transport %s, dialect %s); Ctrl-C stops\n",
+              stock_kernels ? "the NAAICE stock kernels 1-3" : "the example services",
               address.c_str(), unsigned{(*server)->port()}, transport_name.c_str(),
-              dialect.c_str());
+              stock_kernels ? "reference" : dialect.c_str());
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
