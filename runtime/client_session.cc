@@ -78,9 +78,17 @@ class ClientSession::Impl {
   int posted_data_recvs = 0;         // receives up for the NAA's results
   uint64_t calls_completed = 0;
 
+  // ERROR is terminal: the peer's access to our memory ends at once, so a
+  // late write cannot land in the user's buffers.
   Status Fail(Status s) {
     sm.Fail();
+    ReleaseRemoteAccess();
     return s;
+  }
+  void ReleaseRemoteAccess() {
+    if (conn) conn->Disconnect().IgnoreError();
+    for (auto& p : params) p.mr.reset();
+    metadata_mr.reset();
   }
 
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
@@ -466,6 +474,15 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kFinished));
   ++calls_completed;
   const uint8_t naa_status = DecodeStatusImmediate(status_imm);
+  if (naa_status == kNaaStatusKernelTimeout) {
+    // The NAA's kernel may still run on these regions: the NAA closes the
+    // connection, and so do we (docs/protocol.md 7.4).
+    return Fail(Status(StatusCode::kNaaError,
+                       what() + ": NAA returned status 0x02 (kernel timeout); the connection "
+                                "is closed, since the kernel may still be running: reopen the "
+                                "session")
+                    .set_wire_code(naa_status));
+  }
   if (naa_status != kNaaStatusSuccess) {
     return Status(StatusCode::kNaaError, what() + ": NAA returned status " + Hex(naa_status) + " (" +
                                              std::string(NaaStatusName(naa_status)) + ")")

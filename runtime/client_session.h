@@ -69,8 +69,11 @@ class ClientSession {
   // Runs one RPC. OK iff the NAA answered with status 0. Failures:
   // kNaaError (wire_code = NAA status), kDeadlineExceeded, kDisconnected,
   // kTransportError (completion error), kProtocolError, kInvalidArgument.
-  // After any failure other than kNaaError/kInvalidArgument the session is
-  // in ERROR and every later call fails fast.
+  // After any failure other than kNaaError/kInvalidArgument, and after the
+  // NAA status 0x02 (kernel timeout: the NAA closes the connection), the
+  // session is in ERROR: the connection is closed and its memory
+  // deregistered at once (nothing late can land in the buffers), and every
+  // later call fails fast.
   Status Call(uint8_t function_code, Deadline deadline,
               const CallOptions& options = {});
 

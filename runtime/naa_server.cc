@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -65,78 +66,101 @@ struct Group {
 
 // Runs kernels that have a time limit on one long-lived thread per
 // connection (a thread per call would cost a thread start on every call).
+// A kernel that overruns its limit is abandoned: the thread finishes it on
+// its own and then exits; whatever the job holds (the connection's memory)
+// lives until then.
 class KernelWorker {
  public:
-  KernelWorker() : thread_([this] { Loop(); }) {}
+  KernelWorker() : state_(std::make_shared<State>()), thread_([s = state_] { Loop(*s); }) {}
   ~KernelWorker() {
+    if (!thread_.joinable()) return;  // abandoned
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->stop = true;
     }
-    cv_.notify_all();
+    state_->cv.notify_all();
     thread_.join();
   }
 
   // Runs `job` on the worker; nullopt if it is still running after
-  // `timeout` (it then finishes in the background: see WaitIdle).
-  // REQUIRES: idle (WaitIdle() after a timeout).
+  // `timeout` (the caller then abandons the worker).
+  // REQUIRES: not abandoned; no job running.
   std::optional<uint8_t> Run(std::function<uint8_t()> job, std::chrono::milliseconds timeout) {
+    State& st = *state_;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = std::move(job);
-      busy_ = true;
-      finished_.store(false, std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(st.mu);
+      st.job = std::move(job);
+      st.busy = true;
+      st.finished.store(false, std::memory_order_relaxed);
     }
-    cv_.notify_all();
+    st.cv.notify_all();
     // Short kernels: a bounded spin saves this thread a sleep and wake-up.
     SpinBudget spin(kResultSpin, Deadline::Infinite(), /*yield_cpu=*/true);
-    while (!finished_.load(std::memory_order_acquire) && spin.Continue()) {
+    while (!st.finished.load(std::memory_order_acquire) && spin.Continue()) {
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [this] { return !busy_; })) return std::nullopt;
-    return result_;
+    std::unique_lock<std::mutex> lock(st.mu);
+    if (!st.cv.wait_for(lock, timeout, [&st] { return !st.busy; })) return std::nullopt;
+    return st.result;
   }
 
-  void WaitIdle() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !busy_; });
+  // Leaves a running kernel to finish by itself; the thread exits after it.
+  void Abandon() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->stop = true;
+    }
+    state_->cv.notify_all();
+    thread_.detach();
   }
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+  // Shared with the thread, which may outlive the worker once abandoned.
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::function<uint8_t()> job;  // guarded by mu
+    bool busy = false;             // guarded by mu
+    bool stop = false;             // guarded by mu
+    uint8_t result = 0;            // guarded by mu
+    std::atomic<bool> finished{false};
+  };
+
+  static void Loop(State& st) {
+    std::unique_lock<std::mutex> lock(st.mu);
     for (;;) {
-      cv_.wait(lock, [this] { return stop_ || (busy_ && job_); });
-      if (stop_ && !busy_) return;
-      auto job = std::move(job_);
-      job_ = nullptr;
+      st.cv.wait(lock, [&st] { return st.stop || (st.busy && st.job); });
+      if (!st.busy || !st.job) return;  // stopped while idle
+      auto job = std::move(st.job);
+      st.job = nullptr;
       lock.unlock();
       const uint8_t r = job();
+      job = nullptr;  // releases what the job held, outside the lock
       lock.lock();
-      result_ = r;
-      busy_ = false;
-      finished_.store(true, std::memory_order_release);
-      cv_.notify_all();
+      st.result = r;
+      st.busy = false;
+      st.finished.store(true, std::memory_order_release);
+      st.cv.notify_all();
+      if (st.stop) return;
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::function<uint8_t()> job_;  // guarded by mu_
-  bool busy_ = false;             // guarded by mu_
-  bool stop_ = false;             // guarded by mu_
-  uint8_t result_ = 0;            // guarded by mu_
-  std::atomic<bool> finished_{false};
   static constexpr auto kResultSpin = std::chrono::microseconds(50);
-  std::thread thread_;            // last: starts after the members above
+  std::shared_ptr<State> state_;
+  std::thread thread_;  // last: starts after state_
 };
 
 // Serves one connection: MRSP, then calls until the peer leaves.
-class ConnectionServer {
+// Owned by a shared_ptr: a kernel that overran its time limit keeps the
+// connection's memory alive (not its connection) until it returns.
+class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
  public:
   ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
                    const ServerOptions& options, const std::atomic<bool>& stopping)
-      : conn_(std::move(conn)), handler_(handler), options_(options), stopping_(stopping) {}
+      : conn_(std::move(conn)),
+        peer_(conn_->peer_name()),
+        handler_(handler),
+        options_(options),
+        stopping_(stopping) {}
 
   void Run();
 
@@ -163,8 +187,9 @@ class ConnectionServer {
   void Log(const std::string& line) const;
 
   std::unique_ptr<Connection> conn_;
+  const std::string peer_;
   NaaHandler& handler_;
-  const ServerOptions& options_;
+  const ServerOptions options_;  // a copy: an abandoned kernel may outlive the server
   const std::atomic<bool>& stopping_;
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
@@ -196,6 +221,7 @@ class ConnectionServer {
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
   std::unique_ptr<KernelWorker> worker_;  // for kernels with a time limit
+  bool kernel_overran_ = false;           // worker_ abandoned; the connection ends
   Deadline stop_check_ = Deadline::Infinite();  // bounds a wait for a call
   bool renew_stop_check_ = true;
   // Idle logging (ServerOptions::idle_log_after), checked on idle wake-ups
@@ -208,7 +234,7 @@ class ConnectionServer {
 };
 
 void ConnectionServer::Log(const std::string& line) const {
-  const std::string msg = "naarpc NAA [" + conn_->peer_name() + "]: " + line;
+  const std::string msg = "naarpc NAA [" + peer_ + "]: " + line;
   if (options_.log) {
     options_.log(msg);
   } else {
@@ -222,7 +248,10 @@ void ConnectionServer::Run() {
     sm_.Fail();
     Log(s.ToString());
   }
-  worker_.reset();  // waits for a kernel that outlived its timeout
+  // A kernel that overran its limit is not waited for: it was abandoned and
+  // holds this object (the regions' memory) until it returns; the host's
+  // access ends here, with the connection and the registrations.
+  worker_.reset();
   conn_->Disconnect().IgnoreError();
   for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
@@ -239,6 +268,9 @@ Status ConnectionServer::Serve() {
     NAARPC_ASSIGN_OR_RETURN(bool got_call, WaitForCall(imm));
     if (!got_call) return Status::Ok();
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    // After a kernel timeout no later call may land in memory the kernel
+    // still uses: the connection ends (docs/protocol.md 7.4).
+    if (kernel_overran_) return Status::Ok();
   }
 }
 
@@ -580,7 +612,8 @@ void ConnectionServer::BuildCallTemplate(const std::vector<size_t>& returns) {
 }
 
 uint8_t ConnectionServer::RunKernel(NaaCall& call) {
-  auto run = [this, &call]() -> uint8_t {
+  // `self` keeps the regions' memory alive if the kernel is abandoned.
+  auto run = [this, self = shared_from_this(), &call]() -> uint8_t {
     try {
       return handler_.Handle(call);
     } catch (const std::exception& e) {
@@ -593,16 +626,16 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   const auto timeout = handler_.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
   if (!worker_) worker_ = std::make_unique<KernelWorker>();
-  if (std::optional<uint8_t> status = worker_->Run(run, timeout)) return *status;
+  if (std::optional<uint8_t> status = worker_->Run(std::move(run), timeout)) return *status;
   Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
-      std::to_string(timeout.count()) + " ms");
+      std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
+      "(the kernel runs on with its own memory)");
+  worker_->Abandon();
+  kernel_overran_ = true;
   return kNaaStatusKernelTimeout;
 }
 
 Status ConnectionServer::HandleCall(uint32_t imm) {
-  // A kernel that overran its timeout must finish before its buffers serve
-  // the next call.
-  if (worker_) worker_->WaitIdle();
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataReceiving));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kCalculating));
   std::vector<size_t>& returns = returns_;
@@ -665,11 +698,14 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
   }
   const uint32_t requests = static_cast<uint32_t>(slices_.size());
   if (send_budget_.NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
-  const bool signaled = send_budget_.ShouldSignal(requests);
+  // The last reply of a connection is signaled and waited for, so that it
+  // has left before the disconnect.
+  const bool signaled = kernel_overran_ || send_budget_.ShouldSignal(requests);
   const uint64_t wr_id = MakeWrId(WrKind::kDataWrite, seq_);
   NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(dialect_, status),
                                                      wr_id, signaled, scratch_));
   send_budget_.OnPosted(requests, signaled, wr_id);
+  if (kernel_overran_) return ReclaimSendQueue();
   return Status::Ok();
 }
 

@@ -47,9 +47,12 @@ class NaaHandler {
   // application errors). Exceptions become kNaaStatusKernelFailed.
   // Called concurrently for different connections.
   virtual uint8_t Handle(NaaCall& call) = 0;
-  // Kernel time limit for `function_code`; zero = none. On expiry the host
-  // gets kNaaStatusKernelTimeout; the connection serves its next call once
-  // the kernel has returned.
+  // Kernel time limit for `function_code`; zero = none (the kernel then runs
+  // on the connection's thread, and Shutdown waits for it). On expiry the
+  // host gets kNaaStatusKernelTimeout and the connection is closed: no later
+  // call can land in memory the kernel still uses. The kernel runs on by
+  // itself and keeps that memory until it returns; Shutdown does not wait
+  // for it, so the handler must outlive any kernel that may overrun.
   virtual std::chrono::milliseconds KernelTimeout(uint8_t function_code) const {
     (void)function_code;
     return std::chrono::milliseconds::zero();

@@ -358,25 +358,85 @@ TEST_P(E2eTest, KernelExceptionBecomesStatusAndServerSurvives) {
   EXPECT_NE(server_log_.back().find("kernel exploded"), std::string::npos);
 }
 
-TEST_P(E2eTest, KernelTimeoutBecomesStatus2) {
-  TestKernels slow(/*sleep_timeout=*/true);
-  auto server = StartServer(slow, server_options_);
+// A kernel that overruns its time limit until the test releases it, then
+// writes into its output region (the late write a runaway kernel makes);
+// kEcho copies in to out.
+class OverrunKernels final : public NaaHandler {
+ public:
+  static constexpr uint8_t kOverrun = 9;
+  uint8_t Handle(NaaCall& call) override {
+    auto& p = call.params;
+    if (call.function_code == kOverrun) {
+      release_.wait();
+      std::fill(p[1].data.begin(), p[1].data.end(), std::byte{0xee});
+      returned_.set_value();
+      return kNaaStatusSuccess;
+    }
+    std::memcpy(p[1].data.data(), p[0].data.data(), p[0].data.size());
+    return kNaaStatusSuccess;
+  }
+  std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
+    return code == kOverrun ? std::chrono::milliseconds(50) : std::chrono::milliseconds::zero();
+  }
+  void Release() { released_.set_value(); }
+  void AwaitReturn() { returned_.get_future().wait(); }
+
+ private:
+  std::promise<void> released_, returned_;
+  std::shared_future<void> release_ = released_.get_future().share();
+};
+
+// docs/protocol.md 7.4: after a kernel timeout the NAA answers 0x02 and
+// closes the connection, so no later call can share memory with the kernel,
+// which runs on by itself; the host's session goes to ERROR.
+TEST_P(E2eTest, KernelTimeoutClosesTheConnectionAndNoLaterCallSharesItsMemory) {
+  OverrunKernels kernels;
+  auto server = StartServer(kernels, server_options_);
   ASSERT_NE(server, nullptr);
-  auto s = Open({{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}}, {}, server.get());
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  uint32_t ms = 600;
-  std::memcpy((*s)->buffer(0).data(), &ms, 4);
-  Status st = (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(20)));
+  const std::vector<RegionSpec> layout = {{"in", Direction::kIn, 4096},
+                                          {"out", Direction::kOut, 4096}};
+  auto a = Open(layout, {}, server.get());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Status st = (*a)->Call(OverrunKernels::kOverrun, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
   EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kNaaStatusKernelTimeout)) << st.ToString();
-  // The connection serves the next call once the kernel has returned.
-  ms = 1;
-  std::memcpy((*s)->buffer(0).data(), &ms, 4);
-  st = (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(20)));
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  uint32_t echoed = 0;
-  std::memcpy(&echoed, (*s)->buffer(1).data(), 4);
-  EXPECT_EQ(echoed, 1u);
-  server->Shutdown();
+  EXPECT_EQ((*a)->state(), CommState::kError);
+  EXPECT_EQ((*a)->Call(kEcho, Deadline::After(std::chrono::seconds(20))).code(),
+            StatusCode::kFailedPrecondition);
+  // While the kernel still runs, a new connection's calls are exact.
+  auto b = Open(layout, {}, server.get());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (int call = 0; call < 3; ++call) {
+    auto in = (*b)->buffer(0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(uint8_t(i * 7 + call));
+    ASSERT_TRUE((*b)->Call(kEcho, Deadline::After(std::chrono::seconds(20))).ok());
+    ASSERT_EQ(std::memcmp((*b)->buffer(1).data(), in.data(), in.size()), 0) << "call " << call;
+  }
+  kernels.Release();
+  kernels.AwaitReturn();  // its late write went to its own memory
+  auto in = (*b)->buffer(0);
+  std::fill(in.begin(), in.end(), std::byte{0x11});
+  ASSERT_TRUE((*b)->Call(kEcho, Deadline::After(std::chrono::seconds(20))).ok());
+  for (std::byte x : (*b)->buffer(1)) ASSERT_EQ(x, std::byte{0x11});
+  std::lock_guard<std::mutex> lock(log_mu_);
+  bool logged = false;
+  for (const auto& line : server_log_) logged |= line.find("closing the connection") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST_P(E2eTest, ShutdownDoesNotWaitForAKernelThatOverranItsLimit) {
+  OverrunKernels kernels;
+  auto server = StartServer(kernels, server_options_);
+  ASSERT_NE(server, nullptr);
+  auto a = Open({{"in", Direction::kIn, 64}, {"out", Direction::kOut, 64}}, {}, server.get());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ((*a)->Call(OverrunKernels::kOverrun, Deadline::After(std::chrono::seconds(20)))
+                .wire_code(),
+            std::optional<uint8_t>(kNaaStatusKernelTimeout));
+  server->Shutdown();  // returns although the kernel is still blocked
+  server.reset();
+  kernels.Release();
+  kernels.AwaitReturn();
 }
 
 TEST_P(E2eTest, ClientDeadlineFailsSessionButServerKeepsServing) {

@@ -277,10 +277,8 @@ TEST_P(ServicesTest, KernelTimeoutAndClientDeadline) {
   EXPECT_EQ(st.wire_code(), naarpc::kNaaStatusKernelTimeout);
   EXPECT_NE(st.message().find("KERNEL_TIMEOUT"), std::string::npos) << st.message();
   // A caller's deadline shorter than the kernel: the client gives up.
-  const auto start = std::chrono::steady_clock::now();
   st = client->Sleep(300, &slept, naarpc::Deadline::After(std::chrono::milliseconds(20)));
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
   // The failed session is replaced on the next call.
   st = client->Sleep(1, &slept);
   EXPECT_TRUE(st.ok()) << st.ToString();
