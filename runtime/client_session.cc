@@ -100,7 +100,7 @@ class ClientSession::Impl {
 
   Status BuildLayout(std::vector<RegionSpec> regions);
   Status Register();
-  Status RunMrsp();
+  Status RunMrsp(Deadline call_deadline);
   Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
 };
 
@@ -236,7 +236,7 @@ Status ClientSession::Impl::Register() {
   return Status::Ok();
 }
 
-Status ClientSession::Impl::RunMrsp() {
+Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   AdvertisementRequestMessage req;
   for (const WireRegion& w : wire) {
     RegionRequest r;
@@ -259,7 +259,7 @@ Status ClientSession::Impl::RunMrsp() {
                                                mrsp_send_buf.size()));
   if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP request");
 
-  const Deadline deadline = Deadline::After(options.mrsp_timeout);
+  const Deadline deadline = Deadline::Earlier(call_deadline, Deadline::After(options.mrsp_timeout));
   const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
   const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
   NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn, recv_id, *mrsp_recv_mr));
@@ -293,6 +293,10 @@ Status ClientSession::Impl::RunMrsp() {
       });
   if (polled.code() == StatusCode::kDeadlineExceeded) {
     // Say what was not seen (docs/protocol.md 7.4).
+    if (call_deadline.expired()) {
+      return DeadlineExceededError(std::string("MRSP: the call's deadline passed before the NAA ") +
+                                   (sent ? "answered" : "acknowledged") + " the MRSP request");
+    }
     const std::string ms = std::to_string(options.mrsp_timeout.count()) + " ms";
     if (!sent) {
       return DeadlineExceededError(
@@ -500,17 +504,31 @@ ClientSession::~ClientSession() { Close().IgnoreError(); }
 Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     Transport& transport, const std::string& host, uint16_t port,
     std::vector<RegionSpec> regions, const ClientOptions& options) {
+  return Open(transport, host, port, std::move(regions), options, Deadline::Infinite());
+}
+
+Result<std::unique_ptr<ClientSession>> ClientSession::Open(
+    Transport& transport, const std::string& host, uint16_t port,
+    std::vector<RegionSpec> regions, const ClientOptions& options, Deadline deadline) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
   const std::string where = "NAA at " + host + ":" + std::to_string(port);
-  auto conn = transport.Connect(host, port, Deadline::After(options.connect_timeout));
-  if (!conn.ok()) return conn.status().WithContext("connecting to " + where);
+  auto conn = transport.Connect(host, port,
+                                Deadline::Earlier(deadline, Deadline::After(options.connect_timeout)));
+  if (!conn.ok()) {
+    if (conn.status().code() == StatusCode::kDeadlineExceeded && deadline.expired()) {
+      return DeadlineExceededError("connecting to " + where +
+                                   ": the call's deadline passed before the connection was "
+                                   "established");
+    }
+    return conn.status().WithContext("connecting to " + where);
+  }
   impl->conn = std::move(conn).value();
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
   Status s = impl->Register();
-  if (s.ok()) s = impl->RunMrsp();
+  if (s.ok()) s = impl->RunMrsp(deadline);
   if (s.ok()) {
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;

@@ -58,6 +58,12 @@ class ClientSession {
   static Result<std::unique_ptr<ClientSession>> Open(
       Transport& transport, const std::string& host, uint16_t port,
       std::vector<RegionSpec> regions, const ClientOptions& options = {});
+  // As above, with connect + MRSP also bounded by `deadline` (a call's
+  // deadline that includes setting up its connection); an error names the
+  // phase that ran out of time.
+  static Result<std::unique_ptr<ClientSession>> Open(
+      Transport& transport, const std::string& host, uint16_t port,
+      std::vector<RegionSpec> regions, const ClientOptions& options, Deadline deadline);
 
   // The registered buffer of parameter `index` (in the order given to
   // Open()); fill inputs in place before Call(), read outputs after.

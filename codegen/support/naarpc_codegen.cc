@@ -42,7 +42,8 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
     return Lease(this, std::move(s));
   }
   lock.unlock();
-  auto opened = ClientSession::Open(transport_, host_, port_, regions_, options_.session);
+  // The call's deadline covers (re)connecting and the MRSP too.
+  auto opened = ClientSession::Open(transport_, host_, port_, regions_, options_.session, deadline);
   if (!opened.ok()) {
     lock.lock();
     --in_use_;

@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <string>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -283,6 +283,34 @@ TEST_P(ServicesTest, KernelTimeoutAndClientDeadline) {
   st = client->Sleep(1, &slept);
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(slept, 1u);
+}
+
+// A stub's deadline bounds connect + MRSP + call: against an NAA that takes
+// the connection and never answers the MRSP, a call with a short deadline
+// ends with it (not after the 10 s MRSP timeout), naming the phase.
+TEST_P(ServicesTest, StubDeadlineCoversTheConnectionSetUp) {
+  auto listener = transport_->Listen(address_, 0);
+  ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+  std::promise<void> done;
+  std::thread silent([&] {
+    auto conn = (*listener)->Accept(naarpc::Deadline::After(std::chrono::seconds(20)));
+    if (!conn.ok()) return;
+    std::vector<uint8_t> buf(naarpc::kMaxMrspMessageSize);
+    auto mr = (*conn)->RegisterMemory(buf.data(), buf.size(), naarpc::kAccessLocalWrite);
+    if (mr.ok()) {
+      (*conn)->PostRecv(1, {(*mr)->remote_addr(), uint32_t(buf.size()), (*mr)->lkey()})
+          .IgnoreError();
+    }
+    done.get_future().wait();  // holds the connection, never answers
+  });
+  vec::VectorArithClient client(*transport_, address_, (*listener)->port(), options_);
+  std::vector<float> a(1024), b(1024), out(1024);
+  naarpc::Status st = client.Add(a, b, out, naarpc::Deadline::After(std::chrono::milliseconds(300)));
+  done.set_value();
+  silent.join();
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("the call's deadline passed before the NAA"), std::string::npos)
+      << st.ToString();
 }
 
 TEST_P(ServicesTest, WrongSizesFailWithoutSending) {
