@@ -658,8 +658,14 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
                     .user_bits = req->user_bits,
                     .call_index = calls_,
                     .params = call_params_,
-                    .internal = call_internal_};
+                    .internal = call_internal_,
+                    .failure_detail = {}};
     status = RunKernel(call_);
+    // (An abandoned kernel still owns call_.)
+    if (status != kNaaStatusSuccess && !kernel_overran_ && !call_.failure_detail.empty()) {
+      Log("call of function " + std::to_string(call_.function_code) + " failed with status " +
+          std::to_string(status) + ": " + call_.failure_detail);
+    }
   }
   ++calls_;
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));

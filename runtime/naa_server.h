@@ -38,6 +38,9 @@ struct NaaCall {
   uint64_t call_index = 0;               // 0 for the first call on a connection
   std::span<NaaRegion> params;           // parameter regions, in MRSP order
   std::span<std::span<std::byte>> internal;  // internal regions, in MRSP order
+  // Why the call failed, set by a handler that returns a non-zero status;
+  // the NAA logs it (the host sees only the status).
+  std::string failure_detail;
 };
 
 class NaaHandler {

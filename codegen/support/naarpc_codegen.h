@@ -61,15 +61,24 @@ class VarSpan {
   // The valid elements.
   std::span<T> data() const { return capacity_.first(size_); }
   // Sets the number of valid elements; false (unchanged) if n > max_size().
+  // Such a request fails the call (status 0x05, the request named in the
+  // NAA's log), whatever the kernel returns: output is never truncated
+  // silently.
   bool resize(size_t n) {
-    if (n > capacity_.size()) return false;
+    if (n > capacity_.size()) {
+      if (n > overflow_request_) overflow_request_ = n;
+      return false;
+    }
     size_ = n;
     return true;
   }
+  // The largest size asked for beyond max_size(); 0 if none.
+  size_t overflow_request() const { return overflow_request_; }
 
  private:
   std::span<T> capacity_;
   size_t size_;
+  size_t overflow_request_ = 0;
 };
 
 // Options of a generated client (XxxClient).

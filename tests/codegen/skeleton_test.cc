@@ -189,9 +189,13 @@ TEST(Skeleton, ApplicationErrorAndException) {
   EXPECT_EQ(k.Handle(hot.call), 0x42);
   FakeCall boom = MixedCall(-1);
   EXPECT_EQ(k.Handle(boom.call), naarpc::kNaaStatusKernelFailed);
-  FakeCall too_long = MixedCall(11);  // var_out max is 10: resize refused, size stays 0
-  EXPECT_EQ(k.Handle(too_long.call), 0);
-  EXPECT_EQ(naarpc::codegen::ReadLengthHeader(too_long.bufs[6]), 0u);
+  // var_out holds at most 10: asking for 11 fails the call, never truncates.
+  FakeCall too_long = MixedCall(11);
+  EXPECT_EQ(k.Handle(too_long.call), naarpc::kNaaStatusKernelFailed);
+  EXPECT_NE(too_long.call.failure_detail.find("asked for 11 elements of 'var_out', more than its "
+                                              "maximum 10"),
+            std::string::npos)
+      << too_long.call.failure_detail;
 }
 
 TEST(Skeleton, TimeoutsAndCodesFromIdl) {

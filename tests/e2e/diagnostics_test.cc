@@ -27,6 +27,7 @@ using namespace std::chrono_literals;
 
 constexpr uint8_t kEcho = 1;
 constexpr uint8_t kBlocks = 7;
+constexpr uint8_t kFailsWithDetail = 3;
 
 // Lines logged by a NaaServer, awaited by substring.
 class LogCapture {
@@ -71,6 +72,10 @@ class Kernels final : public NaaHandler {
     if (call.function_code == kBlocks) {
       release_.wait();
       return kNaaStatusSuccess;
+    }
+    if (call.function_code == kFailsWithDetail) {
+      call.failure_detail = "the widget was out of range";
+      return 0x11;
     }
     if (call.function_code != kEcho) return kNaaStatusUnknownFunction;
     auto in = call.params[0].data, out = call.params[1].data;
@@ -212,6 +217,18 @@ TEST_P(DiagnosticsTest, NaaLogsAnIdleConnectionOncePerIdleSpell) {
   ASSERT_TRUE((*s)->Call(kEcho, Deadline::After(20s)).ok());
   ASSERT_TRUE(log_.WaitFor("since call 1")) << log_.All();
   EXPECT_EQ(log_.Count("since the MRSP"), 1u) << log_.All();
+  server->Shutdown();
+}
+
+TEST_P(DiagnosticsTest, NaaLogsWhyAHandlerFailedACall) {
+  auto server = Start({});
+  ASSERT_NE(server, nullptr);
+  auto s = ClientSession::Open(*transport_, address_, server->port(), EchoLayout());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Status st = (*s)->Call(kFailsWithDetail, Deadline::After(20s));
+  EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(0x11)) << st.ToString();
+  EXPECT_TRUE(log_.WaitFor("call of function 3 failed with status 17: the widget was out of range"))
+      << log_.All();
   server->Shutdown();
 }
 

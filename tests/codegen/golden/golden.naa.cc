@@ -508,6 +508,18 @@ uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
       naarpc_var_var_io,
       naarpc_i_scratch,
       naarpc_i_table);
+  if (naarpc_var_var_out.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
+    call.failure_detail = "Kitchen.Mixed: the kernel asked for " +
+        std::to_string(naarpc_var_var_out.overflow_request()) +
+        " elements of 'var_out', more than its maximum 10";
+    return naarpc::kNaaStatusKernelFailed;
+  }
+  if (naarpc_var_var_io.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
+    call.failure_detail = "Kitchen.Mixed: the kernel asked for " +
+        std::to_string(naarpc_var_var_io.overflow_request()) +
+        " elements of 'var_io', more than its maximum 5";
+    return naarpc::kNaaStatusKernelFailed;
+  }
   naarpc_p[4].reply_length = 32;
   naarpc_p[5].reply_length = 4;
   naarpc::codegen::WriteLengthHeader(naarpc_p[6].data, naarpc_var_var_out.size());
@@ -549,6 +561,12 @@ uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
       call,
       std::span<const uint8_t>(naarpc_v_x.first(naarpc_n_x)),
       naarpc_var_y);
+  if (naarpc_var_y.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
+    call.failure_detail = "Kitchen.Echo: the kernel asked for " +
+        std::to_string(naarpc_var_y.overflow_request()) +
+        " elements of 'y', more than its maximum 100";
+    return naarpc::kNaaStatusKernelFailed;
+  }
   naarpc::codegen::WriteLengthHeader(naarpc_p[1].data, naarpc_var_y.size());
   naarpc_p[1].reply_length =
       naarpc::codegen::kLengthHeaderSize + naarpc_var_y.size() * sizeof(uint8_t);
