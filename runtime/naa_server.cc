@@ -150,17 +150,42 @@ class KernelWorker {
 };
 
 // Serves one connection: MRSP, then calls until the peer leaves.
+// Kernels running on kernel workers, abandoned ones included. Shared: an
+// abandoned kernel may outlive the server.
+struct RunningKernels {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t count = 0;  // guarded by mu
+  void Add() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++count;
+  }
+  void Done() {
+    std::lock_guard<std::mutex> lock(mu);
+    --count;
+    cv.notify_all();
+  }
+  // Waits until none runs or `grace` passes; returns how many still run.
+  size_t WaitNone(std::chrono::milliseconds grace) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, grace, [this] { return count == 0; });
+    return count;
+  }
+};
+
 // Owned by a shared_ptr: a kernel that overran its time limit keeps the
 // connection's memory alive (not its connection) until it returns.
 class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
  public:
   ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
-                   const ServerOptions& options, const std::atomic<bool>& stopping)
+                   const ServerOptions& options, const std::atomic<bool>& stopping,
+                   std::shared_ptr<RunningKernels> running_kernels)
       : conn_(std::move(conn)),
         peer_(conn_->peer_name()),
         handler_(handler),
         options_(options),
-        stopping_(stopping) {}
+        stopping_(stopping),
+        running_kernels_(std::move(running_kernels)) {}
 
   void Run();
 
@@ -191,6 +216,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   NaaHandler& handler_;
   const ServerOptions options_;  // a copy: an abandoned kernel may outlive the server
   const std::atomic<bool>& stopping_;
+  const std::shared_ptr<RunningKernels> running_kernels_;
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
   std::vector<WireEntry> entries_;       // MRSP order
@@ -626,7 +652,13 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   const auto timeout = handler_.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
   if (!worker_) worker_ = std::make_unique<KernelWorker>();
-  if (std::optional<uint8_t> status = worker_->Run(std::move(run), timeout)) return *status;
+  running_kernels_->Add();
+  auto counted = [run = std::move(run), running = running_kernels_]() -> uint8_t {
+    const uint8_t status = run();
+    running->Done();
+    return status;
+  };
+  if (std::optional<uint8_t> status = worker_->Run(std::move(counted), timeout)) return *status;
   Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
       std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
       "(the kernel runs on with its own memory)");
@@ -728,6 +760,7 @@ class NaaServer::Impl {
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> accepted{0};
+  std::shared_ptr<RunningKernels> running_kernels = std::make_shared<RunningKernels>();
   std::mutex mu;
   std::list<std::thread> workers;          // guarded by mu
   std::list<std::thread::id> finished;     // guarded by mu
@@ -752,7 +785,7 @@ class NaaServer::Impl {
       ReapLocked();
       ++open;
       auto server = std::make_shared<ConnectionServer>(std::move(conn).value(), handler,
-                                                       options, stopping);
+                                                       options, stopping, running_kernels);
       workers.emplace_back([this, server] {
         server->Run();
         std::lock_guard<std::mutex> l(mu);
@@ -820,6 +853,14 @@ void NaaServer::Shutdown() {
     impl_->finished.clear();
   }
   for (auto& t : workers) t.join();
+  // What still runs now are kernels that overran their limit.
+  if (size_t left = impl_->running_kernels->WaitNone(impl_->options.shutdown_grace); left > 0) {
+    const std::string msg = "naarpc NAA: shutdown: " + std::to_string(left) +
+                            " kernel(s) that overran their time limit still running after " +
+                            std::to_string(impl_->options.shutdown_grace.count()) +
+                            " ms; left to finish by themselves (the handler must outlive them)";
+    if (impl_->options.log) impl_->options.log(msg); else std::fprintf(stderr, "%s\n", msg.c_str());
+  }
 }
 
 }  // namespace naarpc

@@ -54,8 +54,8 @@ class NaaHandler {
   // on the connection's thread, and Shutdown waits for it). On expiry the
   // host gets kNaaStatusKernelTimeout and the connection is closed: no later
   // call can land in memory the kernel still uses. The kernel runs on by
-  // itself and keeps that memory until it returns; Shutdown does not wait
-  // for it, so the handler must outlive any kernel that may overrun.
+  // itself and keeps that memory until it returns; Shutdown waits for it
+  // at most ServerOptions::shutdown_grace.
   virtual std::chrono::milliseconds KernelTimeout(uint8_t function_code) const {
     (void)function_code;
     return std::chrono::milliseconds::zero();
@@ -73,6 +73,10 @@ struct ServerOptions {
   // A connection that sends no call for this long after the MRSP (or after
   // its last call) is logged once, naming its peer; zero = never.
   std::chrono::milliseconds idle_log_after{60'000};
+  // How long Shutdown waits for kernels that overran their time limit (and
+  // were left running) to return. Past it, Shutdown returns and logs how
+  // many still run: the handler must then outlive them.
+  std::chrono::milliseconds shutdown_grace{10'000};
   // Hosts split parameters larger than this into several wire regions; the
   // NAA joins them back into one parameter. Only tests lower it (matching
   // ClientOptions::max_region_size).

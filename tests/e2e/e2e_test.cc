@@ -424,9 +424,11 @@ TEST_P(E2eTest, KernelTimeoutClosesTheConnectionAndNoLaterCallSharesItsMemory) {
   EXPECT_TRUE(logged);
 }
 
-TEST_P(E2eTest, ShutdownDoesNotWaitForAKernelThatOverranItsLimit) {
+TEST_P(E2eTest, ShutdownWaitsOnlyItsGraceForAKernelThatOverranItsLimit) {
   OverrunKernels kernels;
-  auto server = StartServer(kernels, server_options_);
+  ServerOptions options = server_options_;
+  options.shutdown_grace = std::chrono::milliseconds(0);
+  auto server = StartServer(kernels, options);
   ASSERT_NE(server, nullptr);
   auto a = Open({{"in", Direction::kIn, 64}, {"out", Direction::kOut, 64}}, {}, server.get());
   ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -435,6 +437,13 @@ TEST_P(E2eTest, ShutdownDoesNotWaitForAKernelThatOverranItsLimit) {
             std::optional<uint8_t>(kNaaStatusKernelTimeout));
   server->Shutdown();  // returns although the kernel is still blocked
   server.reset();
+  {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    ASSERT_FALSE(server_log_.empty());
+    EXPECT_NE(server_log_.back().find("1 kernel(s) that overran their time limit still running"),
+              std::string::npos)
+        << server_log_.back();
+  }
   kernels.Release();
   kernels.AwaitReturn();
 }
