@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/metadata.h"
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
 #include "runtime/spin_budget.h"
@@ -35,12 +36,6 @@ namespace {
 
 // Idle connections wake this often to notice Shutdown(); no busy polling.
 constexpr auto kStopCheckInterval = std::chrono::milliseconds(200);
-
-uint64_t ByteSwap64(uint64_t v) {
-  uint64_t r = 0;
-  for (int i = 0; i < 8; ++i) r = r << 8 | ((v >> (8 * i)) & 0xff);
-  return r;
-}
 
 // One MRSP entry as the host sent it, and where it lives on the NAA.
 struct WireEntry {
@@ -584,7 +579,6 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   // return regions (one per wire region of a split parameter).
   if (metadata_index_ == SIZE_MAX || param_index_.empty()) return kNaaStatusBadRegionLayout;
   const Group& meta = groups_[metadata_index_];
-  if (meta.memory.size() % kMetadataEntrySize != 0) return kNaaStatusBadRegionLayout;
   const auto* bytes = reinterpret_cast<const uint8_t*>(meta.memory.data());
   // The host rewrites the same addresses every call: reuse the last answer.
   if (resolved_metadata_.size() == meta.memory.size() &&
@@ -592,7 +586,6 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
     return kNaaStatusSuccess;
   }
   resolved_metadata_.clear();
-  returns.clear();
   ++returns_version_;
   auto param_of_address = [&](uint64_t addr) -> size_t {
     for (size_t p = 0; p < param_index_.size(); ++p) {
@@ -603,15 +596,11 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
     }
     return SIZE_MAX;
   };
-  for (size_t off = 0; off < meta.memory.size(); off += kMetadataEntrySize) {
-    const uint64_t be = GetBe64(bytes + off);
-    if (be == 0) break;  // zero padding ends the list
-    size_t p = param_of_address(be);
-    if (p == SIZE_MAX) p = param_of_address(ByteSwap64(be));  // raw uintptr_t
-    if (p == SIZE_MAX) return kNaaStatusBadRegionLayout;
-    if (std::find(returns.begin(), returns.end(), p) == returns.end()) returns.push_back(p);
+  if (!ResolveMetadataReturns(std::span<const uint8_t>(bytes, meta.memory.size()),
+                              param_of_address, returns)) {
+    returns.clear();
+    return kNaaStatusBadRegionLayout;
   }
-  if (returns.empty()) return kNaaStatusBadRegionLayout;
   resolved_metadata_.assign(bytes, bytes + meta.memory.size());
   return kNaaStatusSuccess;
 }
