@@ -1,5 +1,7 @@
 #include "runtime/naa_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -168,19 +171,80 @@ struct RunningKernels {
   }
 };
 
+// What one server's connections share: options, the memory budget, the
+// log and its rate limit, running kernels. Shared with the connections: an
+// abandoned kernel keeps its connection, and so this, alive.
+class ServerShared {
+ public:
+  explicit ServerShared(const ServerOptions& options) : options(options) {}
+  const ServerOptions options;
+  RunningKernels running_kernels;
+
+  // Reserves `bytes` of ServerOptions::max_total_bytes; false if they do
+  // not fit (nothing reserved). `in_use` gets the bytes reserved before.
+  bool Reserve(uint64_t bytes, uint64_t& in_use) {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use = reserved_;
+    if (bytes > options.max_total_bytes - reserved_) return false;
+    reserved_ += bytes;
+    return true;
+  }
+  void Release(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= bytes;
+  }
+
+  // At most ServerOptions::max_log_lines_per_second lines; what is dropped
+  // is counted and reported with the next line that passes.
+  void Log(const std::string& line) {
+    std::string out;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto now = Deadline::Clock::now();
+      if (now - window_start_ >= std::chrono::seconds(1)) {
+        window_start_ = now;
+        lines_in_window_ = 0;
+      }
+      if (options.max_log_lines_per_second > 0 &&
+          lines_in_window_ >= options.max_log_lines_per_second) {
+        ++suppressed_;
+        return;
+      }
+      ++lines_in_window_;
+      if (suppressed_ > 0) {
+        out = "naarpc NAA: (" + std::to_string(suppressed_) + " log lines suppressed)\n";
+        suppressed_ = 0;
+      }
+    }
+    out += line;
+    if (options.log) {
+      options.log(out);
+    } else {
+      std::fprintf(stderr, "%s\n", out.c_str());
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t reserved_ = 0;  // guarded by mu_
+  Deadline::Clock::time_point window_start_{};  // guarded by mu_
+  size_t lines_in_window_ = 0;                  // guarded by mu_
+  uint64_t suppressed_ = 0;                     // guarded by mu_
+};
+
 // Owned by a shared_ptr: a kernel that overran its time limit keeps the
 // connection's memory alive (not its connection) until it returns.
 class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
  public:
   ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
-                   const ServerOptions& options, const std::atomic<bool>& stopping,
-                   std::shared_ptr<RunningKernels> running_kernels)
+                   std::shared_ptr<ServerShared> shared, const std::atomic<bool>& stopping)
       : conn_(std::move(conn)),
         peer_(conn_->peer_name()),
         handler_(handler),
-        options_(options),
-        stopping_(stopping),
-        running_kernels_(std::move(running_kernels)) {}
+        shared_(std::move(shared)),
+        options_(shared_->options),
+        stopping_(stopping) {}
+  ~ConnectionServer() { shared_->Release(reserved_bytes_); }
 
   void Run();
 
@@ -201,17 +265,19 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   void BuildCallTemplate(const std::vector<size_t>& returns);
   uint8_t RunKernel(NaaCall& call);
   // Called when a wait for a call came back empty: logs a connection idle
-  // past ServerOptions::idle_log_after, once per idle spell.
-  void NoteIdle();
+  // past ServerOptions::idle_log_after, once per idle spell; true once it
+  // has been idle past ServerOptions::idle_timeout (then it is closed).
+  bool NoteIdle();
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
   std::unique_ptr<Connection> conn_;
   const std::string peer_;
   NaaHandler& handler_;
-  const ServerOptions options_;  // a copy: an abandoned kernel may outlive the server
+  const std::shared_ptr<ServerShared> shared_;  // outlives the server if a kernel does
+  const ServerOptions& options_;                // shared_->options
   const std::atomic<bool>& stopping_;
-  const std::shared_ptr<RunningKernels> running_kernels_;
+  uint64_t reserved_bytes_ = 0;  // of ServerOptions::max_total_bytes
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
   std::vector<WireEntry> entries_;       // MRSP order
@@ -255,12 +321,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
 };
 
 void ConnectionServer::Log(const std::string& line) const {
-  const std::string msg = "naarpc NAA [" + peer_ + "]: " + line;
-  if (options_.log) {
-    options_.log(msg);
-  } else {
-    std::fprintf(stderr, "%s\n", msg.c_str());
-  }
+  shared_->Log("naarpc NAA [" + peer_ + "]: " + line);
 }
 
 void ConnectionServer::Run() {
@@ -362,6 +423,13 @@ Status ConnectionServer::RunMrsp() {
         std::to_string(options_.max_bytes_per_connection));
     return SendMrspError(MrspErrorCode::kNotEnoughMemory);
   }
+  if (uint64_t in_use = 0; !shared_->Reserve(total, in_use)) {
+    Log("MRSP: " + std::to_string(total) + " bytes requested; the server's memory budget " +
+        std::to_string(options_.max_total_bytes) + " has " + std::to_string(in_use) +
+        " in use");
+    return SendMrspError(MrspErrorCode::kNotEnoughMemory);
+  }
+  reserved_bytes_ = total;
 
   dialect_ = Dialect::kSpec;
   for (const RegionRequest& r : req->regions) {
@@ -531,7 +599,7 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
     Result<size_t> n = conn_->PollCompletions(batch, stop_check_);
     if (n.ok() && *n == 0) {
       renew_stop_check_ = true;
-      NoteIdle();
+      if (NoteIdle()) return false;  // closed for idleness
     }
     if (!n.ok()) {
       if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
@@ -545,21 +613,33 @@ Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
   }
 }
 
-void ConnectionServer::NoteIdle() {
-  if (options_.idle_log_after <= std::chrono::milliseconds::zero()) return;
+bool ConnectionServer::NoteIdle() {
+  const auto zero = std::chrono::milliseconds::zero();
+  if (options_.idle_log_after <= zero && options_.idle_timeout <= zero) return false;
   const auto now = Deadline::Clock::now();
   if (calls_ != calls_at_idle_check_) {  // a new idle spell
     calls_at_idle_check_ = calls_;
     idle_since_ = now;
     idle_logged_ = false;
-    return;
+    return false;
   }
-  if (idle_logged_ || now - idle_since_ < options_.idle_log_after) return;
-  idle_logged_ = true;
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now - idle_since_);
-  Log("idle: no call for " + std::to_string(seconds.count()) + " s since " +
-      (calls_ == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_)) +
-      " (connection kept open; logged once per idle spell)");
+  const auto idle = now - idle_since_;
+  const std::string since =
+      calls_ == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_);
+  const auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  if (options_.idle_timeout > zero && idle >= options_.idle_timeout) {
+    Log("idle: no call for " + ms(idle) + " ms since " + since + "; closing the connection "
+        "(ServerOptions::idle_timeout " + ms(options_.idle_timeout) + " ms)");
+    return true;
+  }
+  if (options_.idle_log_after > zero && !idle_logged_ && idle >= options_.idle_log_after) {
+    idle_logged_ = true;
+    Log("idle: no call for " + ms(idle) + " ms since " + since +
+        " (connection kept open; logged once per idle spell)");
+  }
+  return false;
 }
 
 uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
@@ -641,10 +721,10 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   const auto timeout = handler_.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
   if (!worker_) worker_ = std::make_unique<KernelWorker>();
-  running_kernels_->Add();
-  auto counted = [run = std::move(run), running = running_kernels_]() -> uint8_t {
+  shared_->running_kernels.Add();
+  auto counted = [run = std::move(run), shared = shared_]() -> uint8_t {
     const uint8_t status = run();
-    running->Done();
+    shared->running_kernels.Done();
     return status;
   };
   if (std::optional<uint8_t> status = worker_->Run(std::move(counted), timeout)) return *status;
@@ -749,38 +829,54 @@ class NaaServer::Impl {
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> accepted{0};
-  std::shared_ptr<RunningKernels> running_kernels = std::make_shared<RunningKernels>();
+  std::shared_ptr<ServerShared> shared;
   std::mutex mu;
+  std::condition_variable closed_cv;       // notified when `open` drops
   std::list<std::thread> workers;          // guarded by mu
   std::list<std::thread::id> finished;     // guarded by mu
   size_t open = 0;                         // guarded by mu
   bool shut_down = false;                  // guarded by mu
 
   Impl(Transport& t, NaaHandler& h, const ServerOptions& o)
-      : transport(t), handler(h), options(o) {}
+      : transport(t), handler(h), options(o), shared(std::make_shared<ServerShared>(o)) {}
 
   void AcceptLoop() {
     while (!stopping.load()) {
       auto conn = listener->Accept(Deadline::Infinite());
       if (!conn.ok()) {
         if (stopping.load()) break;
-        const std::string msg = "naarpc NAA: accept failed: " + conn.status().ToString();
-        if (options.log) options.log(msg); else std::fprintf(stderr, "%s\n", msg.c_str());
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        // A peer's failed handshake costs nothing; only running out of
+        // descriptors backs off.
+        shared->Log("naarpc NAA: accept failed: " + conn.status().ToString());
+        if (conn.status().code() == StatusCode::kResourceExhausted) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
         continue;
       }
       accepted.fetch_add(1);
+      std::unique_ptr<Connection> c = std::move(conn).value();
       std::lock_guard<std::mutex> lock(mu);
       ReapLocked();
-      ++open;
-      auto server = std::make_shared<ConnectionServer>(std::move(conn).value(), handler,
-                                                       options, stopping, running_kernels);
-      workers.emplace_back([this, server] {
-        server->Run();
-        std::lock_guard<std::mutex> l(mu);
-        --open;
-        finished.push_back(std::this_thread::get_id());
-      });
+      if (open >= options.max_connections) {
+        shared->Log("naarpc NAA: connection limit " + std::to_string(options.max_connections) +
+                    " reached; closing the connection from " + c->peer_name());
+        c->Disconnect().IgnoreError();
+        continue;
+      }
+      auto server = std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping);
+      try {
+        workers.emplace_back([this, server] {
+          server->Run();
+          std::lock_guard<std::mutex> l(mu);
+          --open;
+          finished.push_back(std::this_thread::get_id());
+          closed_cv.notify_all();
+        });
+        ++open;
+      } catch (const std::system_error& e) {
+        shared->Log(std::string("naarpc NAA: cannot start a thread for a connection (") +
+                    e.what() + "); closing it");
+      }
     }
   }
 
@@ -807,7 +903,15 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
                                                     uint16_t port, NaaHandler& handler,
                                                     const ServerOptions& options) {
   if (options.max_regions == 0) return InvalidArgumentError("max_regions must be > 0");
-  auto impl = std::make_unique<Impl>(transport, handler, options);
+  if (options.max_connections == 0) return InvalidArgumentError("max_connections must be > 0");
+  ServerOptions resolved = options;
+  if (resolved.max_total_bytes == 0) {
+    // Default: half of the physical memory.
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    resolved.max_total_bytes =
+        pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : uint64_t{8} << 30;
+  }
+  auto impl = std::make_unique<Impl>(transport, handler, resolved);
   auto listener = transport.Listen(host, port);
   if (!listener.ok()) {
     return listener.status().WithContext("listening on " + host + ":" + std::to_string(port));
@@ -823,6 +927,16 @@ uint64_t NaaServer::connections_accepted() const { return impl_->accepted.load()
 size_t NaaServer::connections_open() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->open;
+}
+
+bool NaaServer::WaitForOpenConnectionsAtMost(size_t n, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  auto few = [&] { return impl_->open <= n; };
+  if (deadline.infinite()) {
+    impl_->closed_cv.wait(lock, few);
+    return true;
+  }
+  return impl_->closed_cv.wait_until(lock, deadline.when(), few);
 }
 
 void NaaServer::Shutdown() {
@@ -843,12 +957,12 @@ void NaaServer::Shutdown() {
   }
   for (auto& t : workers) t.join();
   // What still runs now are kernels that overran their limit.
-  if (size_t left = impl_->running_kernels->WaitNone(impl_->options.shutdown_grace); left > 0) {
-    const std::string msg = "naarpc NAA: shutdown: " + std::to_string(left) +
-                            " kernel(s) that overran their time limit still running after " +
-                            std::to_string(impl_->options.shutdown_grace.count()) +
-                            " ms; left to finish by themselves (the handler must outlive them)";
-    if (impl_->options.log) impl_->options.log(msg); else std::fprintf(stderr, "%s\n", msg.c_str());
+  if (size_t left = impl_->shared->running_kernels.WaitNone(impl_->options.shutdown_grace);
+      left > 0) {
+    impl_->shared->Log("naarpc NAA: shutdown: " + std::to_string(left) +
+                       " kernel(s) that overran their time limit still running after " +
+                       std::to_string(impl_->options.shutdown_grace.count()) +
+                       " ms; left to finish by themselves (the handler must outlive them)");
   }
 }
 

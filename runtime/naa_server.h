@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/deadline.h"
 #include "runtime/protocol.h"
 #include "runtime/status.h"
 #include "runtime/transport.h"
@@ -69,6 +70,20 @@ struct ServerOptions {
   uint64_t naa_memory_size = uint64_t{1} << 36;
   // Total bytes the NAA may allocate for one connection (-> 0x01).
   uint64_t max_bytes_per_connection = uint64_t{4} << 30;
+  // Total bytes for all connections together (-> 0x01 for the request that
+  // would pass it); freed when a connection ends. 0 = half the physical
+  // memory.
+  uint64_t max_total_bytes = 0;
+  // Connections served at once (a thread each); one more is closed right
+  // after the transport accepted it, and logged.
+  size_t max_connections = 256;
+  // A connection without a call for this long (after the MRSP or its last
+  // call) is closed; zero = never. Hosts keep idle sessions open on purpose
+  // (generated clients pool them), so it is off by default.
+  std::chrono::milliseconds idle_timeout{0};
+  // Log lines per second, across the server; more are counted and the count
+  // is reported with the next line that passes. 0 = unlimited.
+  size_t max_log_lines_per_second = 50;
   std::chrono::milliseconds mrsp_timeout{10'000};
   // A connection that sends no call for this long after the MRSP (or after
   // its last call) is logged once, naming its peer; zero = never.
@@ -103,6 +118,9 @@ class NaaServer {
   // Connections served so far / currently open.
   uint64_t connections_accepted() const;
   size_t connections_open() const;
+  // Waits until at most `n` connections are open; false if the deadline
+  // passed first (draining, tests).
+  bool WaitForOpenConnectionsAtMost(size_t n, Deadline deadline);
 
   // Stops accepting, disconnects every connection, joins all threads.
   void Shutdown();

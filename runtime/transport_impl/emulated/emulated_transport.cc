@@ -225,6 +225,23 @@ void SetNoDelay(int fd) {
 }
 
 // Exchanges hellos on a connected non-blocking socket.
+// Validates a peer's 16-byte hello.
+Status CheckHello(const uint8_t* in, const std::string& peer) {
+  uint32_t magic = static_cast<uint32_t>(GetLe(in, 4));
+  uint16_t version = static_cast<uint16_t>(GetLe(in + 4, 2));
+  if (magic != kHelloMagic) {
+    return ProtocolError("emulated transport: " + peer +
+                         " is not an emulated-transport peer (hello magic " +
+                         Hex(magic) + ", expected " + Hex(kHelloMagic) + ")");
+  }
+  if (version != kWireVersion) {
+    return ProtocolError("emulated transport: protocol version mismatch with " + peer +
+                         ": peer speaks version " + std::to_string(version) +
+                         ", we speak version " + std::to_string(kWireVersion));
+  }
+  return Status::Ok();
+}
+
 Status Handshake(int fd, const std::string& peer, Deadline deadline, int cancel_fd) {
   uint8_t out[kHelloSize] = {};
   PutLe(out, kHelloMagic, 4);
@@ -265,19 +282,7 @@ Status Handshake(int fd, const std::string& peer, Deadline deadline, int cancel_
                               " failed: " + Errno(errno));
     }
   }
-  uint32_t magic = static_cast<uint32_t>(GetLe(in, 4));
-  uint16_t version = static_cast<uint16_t>(GetLe(in + 4, 2));
-  if (magic != kHelloMagic) {
-    return ProtocolError("emulated transport: " + peer +
-                         " is not an emulated-transport peer (hello magic " +
-                         Hex(magic) + ", expected " + Hex(kHelloMagic) + ")");
-  }
-  if (version != kWireVersion) {
-    return ProtocolError("emulated transport: protocol version mismatch with " + peer +
-                         ": peer speaks version " + std::to_string(version) +
-                         ", we speak version " + std::to_string(kWireVersion));
-  }
-  return Status::Ok();
+  return CheckHello(in, peer);
 }
 
 // ---- memory regions ---------------------------------------------------------
@@ -1234,35 +1239,56 @@ void EmuConnection::HandleRnrNak(const Header& h) {
 
 // ---- listener / transport ---------------------------------------------------
 
+// Accepts with every hello exchange in progress at once: a peer that is
+// slow, silent or hostile never delays another. At most
+// EmulatedOptions::max_pending_handshakes are in progress; past that the
+// oldest is dropped (a flood of idle sockets cannot lock legitimate hosts
+// out). Each has handshake_timeout to finish.
 class EmuListener final : public Listener {
  public:
   EmuListener(UniqueFd fd, UniqueFd event_fd, uint16_t port, EmulatedOptions opts)
       : fd_(std::move(fd)), event_fd_(std::move(event_fd)), port_(port), opts_(std::move(opts)) {}
 
   Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
+    std::vector<pollfd> fds;
     for (;;) {
       if (shutdown_.load(std::memory_order_acquire)) {
         return UnavailableError("emulated transport: listener shut down");
       }
-      int r = WaitFd(fd_.get(), POLLIN, deadline, event_fd_.get());
-      if (r == -1) return UnavailableError("emulated transport: listener shut down");
-      if (r == 0) return DeadlineExceededError("emulated transport: accept timed out");
-      if (r < 0) return UnavailableError("emulated transport: poll failed: " + Errno(errno));
-      int cfd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (cfd < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-            errno == ECONNABORTED) {
-          continue;
+      // Finished and timed-out handshakes first: each is one accept.
+      const Clock::time_point now = Clock::now();
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        Pending& h = pending_[i];
+        if (!h.result && h.deadline <= now) {
+          h.result = DeadlineExceededError("emulated transport: hello exchange with " + h.peer +
+                                           " timed out");
         }
-        return UnavailableError("emulated transport: accept failed: " + Errno(errno));
+        if (!h.result) continue;
+        Pending done = std::move(h);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        NAARPC_RETURN_IF_ERROR(*done.result);
+        return std::unique_ptr<Connection>(
+            new EmuConnection(std::move(done.fd), /*listener_side=*/true, done.peer, opts_));
       }
-      UniqueFd conn(cfd);
-      SetNoDelay(cfd);
-      std::string peer = PeerName(cfd);
-      Deadline hs = Deadline::Earlier(deadline, Deadline::After(opts_.handshake_timeout));
-      NAARPC_RETURN_IF_ERROR(Handshake(cfd, peer, hs, event_fd_.get()));
-      return std::unique_ptr<Connection>(
-          new EmuConnection(std::move(conn), /*listener_side=*/true, peer, opts_));
+      Clock::time_point wake = deadline.when();
+      fds.clear();
+      fds.push_back({fd_.get(), POLLIN, 0});
+      fds.push_back({event_fd_.get(), POLLIN, 0});
+      for (const Pending& h : pending_) {
+        fds.push_back({h.fd.get(), static_cast<short>(POLLIN | (h.sent < kHelloSize ? POLLOUT : 0)), 0});
+        wake = std::min(wake, h.deadline);
+      }
+      int r = PollUntil(fds.data(), fds.size(), wake);
+      if (r < 0) return UnavailableError("emulated transport: poll failed: " + Errno(errno));
+      if (fds[1].revents & POLLIN) return UnavailableError("emulated transport: listener shut down");
+      // Progress on the handshakes polled (new ones come after them).
+      for (size_t k = 0; k + 2 < fds.size(); ++k) {
+        if (fds[2 + k].revents != 0) Step(pending_[k]);
+      }
+      if (fds[0].revents & POLLIN) NAARPC_RETURN_IF_ERROR(AcceptNew());
+      if (r == 0 && deadline.expired()) {
+        return DeadlineExceededError("emulated transport: accept timed out");
+      }
     }
   }
 
@@ -1276,10 +1302,91 @@ class EmuListener final : public Listener {
   }
 
  private:
+  struct Pending {
+    UniqueFd fd;
+    std::string peer;
+    Clock::time_point deadline;
+    size_t sent = 0;  // of our hello
+    size_t got = 0;   // of theirs
+    uint8_t in[kHelloSize] = {};
+    std::optional<Status> result;  // set once finished: OK, or why it failed
+  };
+
+  // Takes every connection waiting in the backlog; sends each our hello.
+  Status AcceptNew() {
+    for (;;) {
+      int cfd = ::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (cfd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          return ResourceExhaustedError("emulated transport: accept failed: " + Errno(errno));
+        }
+        return UnavailableError("emulated transport: accept failed: " + Errno(errno));
+      }
+      if (opts_.max_pending_handshakes > 0 && pending_.size() >= opts_.max_pending_handshakes) {
+        pending_.erase(pending_.begin());  // the oldest: most likely a stalled peer
+      }
+      Pending h;
+      h.fd = UniqueFd(cfd);
+      SetNoDelay(cfd);
+      h.peer = PeerName(cfd);
+      h.deadline = Clock::now() + opts_.handshake_timeout;
+      pending_.push_back(std::move(h));
+      Step(pending_.back());  // usually sends our hello at once
+    }
+  }
+
+  // Sends what is left of our hello and reads theirs; sets h.result once
+  // both are through (OK if theirs is valid) or the exchange failed.
+  static void Step(Pending& h) {
+    if (!h.result) {
+      Result<bool> done = Exchange(h);
+      if (!done.ok()) {
+        h.result = done.status();
+      } else if (*done) {
+        h.result = Status::Ok();
+      }
+    }
+  }
+  static Result<bool> Exchange(Pending& h) {
+    uint8_t out[kHelloSize] = {};
+    PutLe(out, kHelloMagic, 4);
+    PutLe(out + 4, kWireVersion, 2);
+    while (h.sent < kHelloSize) {
+      ssize_t n = ::send(h.fd.get(), out + h.sent, kHelloSize - h.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        h.sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      } else if (!(n < 0 && errno == EINTR)) {
+        return UnavailableError("emulated transport: sending hello to " + h.peer + " failed: " +
+                                Errno(errno));
+      }
+    }
+    while (h.got < kHelloSize) {
+      ssize_t n = ::recv(h.fd.get(), h.in + h.got, kHelloSize - h.got, MSG_DONTWAIT);
+      if (n > 0) {
+        h.got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        return UnavailableError("emulated transport: " + h.peer +
+                                " closed the connection during the hello exchange");
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return false;
+      } else if (errno != EINTR) {
+        return UnavailableError("emulated transport: reading hello from " + h.peer +
+                                " failed: " + Errno(errno));
+      }
+    }
+    NAARPC_RETURN_IF_ERROR(CheckHello(h.in, h.peer));
+    return h.sent == kHelloSize;
+  }
+
   UniqueFd fd_, event_fd_;
   uint16_t port_;
   EmulatedOptions opts_;
   std::atomic<bool> shutdown_{false};
+  std::vector<Pending> pending_;  // used by Accept only (one caller at a time)
 };
 
 class EmuTransport final : public Transport {

@@ -43,7 +43,7 @@
 //    Listener::Shutdown() may be called from any thread.
 //  * Accept fails (kProtocolError, kDeadlineExceeded after
 //    handshake_timeout, ...) for a peer whose hello is wrong or missing; the
-//    listener stays usable.
+//    listener stays usable. kResourceExhausted: out of file descriptors.
 //  * Memory of posted work must stay registered until its completion.
 //
 // Wire (TCP, TCP_NODELAY): a 16-byte hello each way (magic, version), then
@@ -73,8 +73,12 @@ struct EmulatedOptions {
   // verbs backend; bounded by the Connect deadline as well.
   int connect_retries = 20;
   std::chrono::milliseconds connect_retry_delay{100};
-  // Upper bound for the hello exchange in Accept (besides its deadline).
+  // Time a peer has to complete the hello exchange after the TCP accept.
+  // Accept runs every exchange in progress at once (one slow or hostile
+  // peer never delays another) and keeps at most max_pending_handshakes;
+  // past that it drops the oldest. 0 = unbounded.
   std::chrono::milliseconds handshake_timeout{5000};
+  size_t max_pending_handshakes = 64;
   // Send-queue depth (like verbs' max_send_wr; Connection::send_queue_depth):
   // PostSend fails with kResourceExhausted when more requests would be
   // outstanding, a request being freed once the completion of it or of a

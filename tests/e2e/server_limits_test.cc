@@ -1,0 +1,220 @@
+// Server-wide limits and hostile peers (ServerOptions): the memory budget
+// across connections, the connection limit, the idle timeout, the log rate
+// limit, and handshakes that never finish or carry garbage, which must not
+// keep a legitimate host from calling. No sleeps: waits end on the awaited
+// event; deadlines only bound them.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/client_session.h"
+#include "runtime/naa_server.h"
+#include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
+
+namespace naarpc {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint8_t kEcho = 1;
+
+class Echo final : public NaaHandler {
+ public:
+  uint8_t Handle(NaaCall& call) override {
+    auto in = call.params[0].data, out = call.params[1].data;
+    std::memcpy(out.data(), in.data(), std::min(in.size(), out.size()));
+    return kNaaStatusSuccess;
+  }
+};
+
+std::vector<RegionSpec> EchoLayout(uint64_t bytes) {
+  return {{"in", Direction::kIn, bytes}, {"out", Direction::kOut, bytes}};
+}
+
+class Lines {
+ public:
+  std::function<void(std::string_view)> Sink() {
+    return [this](std::string_view l) {
+      std::lock_guard<std::mutex> lock(mu_);
+      all_ += std::string(l) + "\n";
+      cv_.notify_all();
+    };
+  }
+  bool WaitFor(const std::string& needle, std::chrono::milliseconds limit = 20s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return all_.find(needle) != std::string::npos; });
+  }
+  std::string All() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return all_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string all_;
+};
+
+class ServerLimitsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "verbs") {
+      if (!RdmaDeviceAvailable()) {
+        GTEST_SKIP() << "no RDMA device: the verbs cases run in the Soft-RoCE guest "
+                        "(//tools/rxe-vm:verbs_in_guest_test)";
+      }
+      auto t = NewVerbsTransport();
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      transport_ = std::move(t).value();
+      if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) address_ = a;
+    } else {
+      transport_ = NewEmulatedTransport();
+    }
+  }
+  void Start(ServerOptions options) {
+    options.log = lines_.Sink();
+    auto s = NaaServer::Start(*transport_, address_, 0, echo_, options);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+  }
+  Result<std::unique_ptr<ClientSession>> Open(uint64_t bytes) {
+    return ClientSession::Open(*transport_, address_, server_->port(), EchoLayout(bytes));
+  }
+  void ExpectEcho(ClientSession& s, uint8_t seed) {
+    auto in = s.buffer(0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(uint8_t(seed + i));
+    Status st = s.Call(kEcho, Deadline::After(20s));
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(std::memcmp(s.buffer(1).data(), in.data(), in.size()), 0);
+  }
+
+  std::string address_ = "127.0.0.1";
+  std::unique_ptr<Transport> transport_;
+  Echo echo_;
+  Lines lines_;
+  std::unique_ptr<NaaServer> server_;
+};
+
+TEST_P(ServerLimitsTest, MemoryBudgetSpansConnectionsAndIsFreedWithThem) {
+  ServerOptions options;
+  options.max_total_bytes = 3 << 20;  // each session below asks for 2 MiB
+  Start(options);
+  auto a = Open(1 << 20);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = Open(1 << 20);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kMrspError) << b.status().ToString();
+  EXPECT_EQ(b.status().wire_code(), std::optional<uint8_t>(0x01));
+  // 2 MiB of parameters (+ the spec dialect's 8-byte metadata region).
+  EXPECT_TRUE(lines_.WaitFor("bytes requested; the server's memory budget 3145728 has 20971"))
+      << lines_.All();
+  ExpectEcho(**a, 1);  // the first is unaffected
+  ASSERT_TRUE((*a)->Close().ok());
+  ASSERT_TRUE(server_->WaitForOpenConnectionsAtMost(0, Deadline::After(20s)));
+  auto c = Open(1 << 20);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ExpectEcho(**c, 2);
+}
+
+TEST_P(ServerLimitsTest, ConnectionLimitClosesTheExtraOneAndServesTheOthers) {
+  ServerOptions options;
+  options.max_connections = 2;
+  Start(options);
+  auto a = Open(64), b = Open(64);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = Open(64);
+  EXPECT_FALSE(c.ok());
+  EXPECT_TRUE(lines_.WaitFor("connection limit 2 reached")) << lines_.All();
+  ExpectEcho(**a, 3);
+  ExpectEcho(**b, 4);
+  ASSERT_TRUE((*a)->Close().ok());
+  ASSERT_TRUE(server_->WaitForOpenConnectionsAtMost(1, Deadline::After(20s)));
+  auto d = Open(64);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ExpectEcho(**d, 5);
+}
+
+TEST_P(ServerLimitsTest, IdleTimeoutClosesAnIdleConnection) {
+  ServerOptions options;
+  options.idle_timeout = 1ms;
+  Start(options);
+  auto a = Open(64);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(lines_.WaitFor("closing the connection (ServerOptions::idle_timeout 1 ms)"))
+      << lines_.All();
+  ASSERT_TRUE(server_->WaitForOpenConnectionsAtMost(0, Deadline::After(20s)));
+  Status st = (*a)->Call(kEcho, Deadline::After(20s));
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ((*a)->state(), CommState::kError);
+}
+
+TEST_P(ServerLimitsTest, LogIsRateLimitedAndCountsWhatItDrops) {
+  ServerOptions options;
+  options.max_log_lines_per_second = 2;
+  options.max_total_bytes = 64;  // every Open below is refused, one log line each
+  Start(options);
+  // Refusals until a line reports the ones dropped before it (it passes in
+  // a later one-second window than the drops).
+  const Deadline end = Deadline::After(20s);
+  int refusals = 0;
+  while (!lines_.WaitFor("log lines suppressed", 50ms)) {
+    ASSERT_FALSE(end.expired()) << "no suppression report after " << refusals << " refusals:\n"
+                                << lines_.All();
+    for (int i = 0; i < 5; ++i, ++refusals) ASSERT_FALSE(Open(64).ok());
+  }
+  const std::string all = lines_.All();
+  size_t logged = 0;
+  for (size_t p = 0; (p = all.find("memory budget", p)) != std::string::npos; ++p) ++logged;
+  EXPECT_LT(logged, static_cast<size_t>(refusals)) << all;
+}
+
+// Emulated transport only: raw TCP peers that never finish the hello, or
+// send garbage, while a legitimate host connects and calls.
+TEST_P(ServerLimitsTest, SilentAndGarbageHandshakesDoNotDelayALegitimateHost) {
+  if (GetParam() != "emulated") {
+    GTEST_SKIP() << "raw TCP peers exist only for the emulated transport (rdma_cm handles "
+                    "the verbs handshake in the kernel)";
+  }
+  Start({});
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::vector<int> fds;
+  // More silent peers than EmulatedOptions::max_pending_handshakes (64), and
+  // some that send garbage instead of a hello.
+  for (int i = 0; i < 100; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    if (i % 10 == 0) {
+      const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+      ASSERT_GT(::send(fd, junk, sizeof(junk), 0), 0);
+    }
+    fds.push_back(fd);
+  }
+  auto a = Open(4096);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ExpectEcho(**a, 6);
+  for (int fd : fds) ::close(fd);
+  EXPECT_NE(lines_.All().find("is not an emulated-transport peer"), std::string::npos)
+      << lines_.All();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ServerLimitsTest, ::testing::Values("emulated", "verbs"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace naarpc
