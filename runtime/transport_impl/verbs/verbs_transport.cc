@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -835,51 +836,46 @@ class VerbsListener final : public Listener {
     port_ = ntohs(rdma_get_src_port(id_.get()));
   }
 
+  // Every connection in set-up progresses at once: a peer that never
+  // completes the rdma_cm exchange (no RTU) does not delay another. Its id
+  // stays on the listener's channel until ESTABLISHED, then moves to a
+  // channel of its own; set-ups unfinished after kSetupTimeout are dropped.
   Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
     for (;;) {
-      NAARPC_ASSIGN_OR_RETURN(
-          CmEventPtr ev, NextCmEvent(channel_.get(), deadline, wake_.fd(), &shutdown_));
+      DropExpiredSetups();
+      Deadline wait = deadline;
+      for (const auto& [id, setup] : setups_) wait = Deadline::Earlier(wait, setup.deadline);
+      auto next = NextCmEvent(channel_.get(), wait, wake_.fd(), &shutdown_);
+      if (!next.ok()) {
+        if (next.status().code() == StatusCode::kDeadlineExceeded && !deadline.expired()) {
+          continue;  // a set-up's time ran out, not ours
+        }
+        return next.status();
+      }
+      CmEventPtr ev = std::move(next).value();
       if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
         return UnavailableError("listener: RDMA device removed");
       }
-      if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) continue;
-      // The new cm_id is ours; ack the event, then move the id to its own
-      // channel (rdma_migrate_id waits for acks on the old one).
-      auto core = std::make_shared<Core>();
       rdma_cm_id* raw_id = ev->id;
-      ev.reset();
-      auto ch = NewEventChannel();
-      if (!ch.ok()) {
-        rdma_reject(raw_id, nullptr, 0);
-        rdma_destroy_id(raw_id);
-        return ch.status();
+      if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        ev.reset();  // ack before anything may destroy the id
+        BeginSetup(raw_id);
+        continue;
       }
+      auto it = setups_.find(raw_id);
+      if (it == setups_.end()) continue;  // not ours (the listening id's own events)
+      const bool established = ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0;
+      ev.reset();  // acked: the id may now migrate or be destroyed
+      std::shared_ptr<Core> core = std::move(it->second.core);
+      setups_.erase(it);
+      if (!established) continue;  // rejected, unreachable, gone: the next one
+      auto ch = NewEventChannel();
+      if (!ch.ok()) return ch.status().WithContext("accept");
       core->channel = std::move(*ch);
-      core->id.reset(raw_id);
       if (rdma_migrate_id(raw_id, core->channel.get()) != 0) {
-        rdma_reject(raw_id, nullptr, 0);
         return InternalError(ErrnoText("rdma_migrate_id", errno));
       }
-      if (Status s = core->CreateResources(opt_); !s.ok()) {
-        rdma_reject(raw_id, nullptr, 0);
-        return s.WithContext("accept");
-      }
-      rdma_conn_param param = ConnParam();
-      if (rdma_accept(raw_id, &param) != 0) {
-        int err = errno;
-        if (deadline.expired()) return InternalError(ErrnoText("rdma_accept", err));
-        continue;  // the client went away; wait for the next one
-      }
-      // Bounded so a vanished client cannot wedge Accept forever.
-      Deadline est = Deadline::Earlier(deadline, Deadline::After(std::chrono::seconds(10)));
-      Status s = ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ESTABLISHED, est,
-                               "accept");
-      if (s.ok()) {
-        return std::unique_ptr<Connection>(
-            std::make_unique<VerbsConnection>(std::move(core), opt_));
-      }
-      if (deadline.expired()) return s;
-      // Half-open connection failed; keep accepting.
+      return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(std::move(core), opt_));
     }
   }
 
@@ -891,12 +887,41 @@ class VerbsListener final : public Listener {
   }
 
  private:
+  static constexpr auto kSetupTimeout = std::chrono::seconds(10);
+  struct Setup {
+    std::shared_ptr<Core> core;  // id on the listener's channel until established
+    Deadline deadline = Deadline::Infinite();
+  };
+
+  // Creates the resources of a requested connection and accepts it; a
+  // failure rejects it.
+  void BeginSetup(rdma_cm_id* raw_id) {
+    auto core = std::make_shared<Core>();
+    core->id.reset(raw_id);
+    if (Status s = core->CreateResources(opt_); !s.ok()) {
+      rdma_reject(raw_id, nullptr, 0);
+      return;  // core destroys the id
+    }
+    rdma_conn_param param = ConnParam();
+    if (rdma_accept(raw_id, &param) != 0) return;  // the client went away
+    setups_.insert_or_assign(raw_id, Setup{std::move(core), Deadline::After(kSetupTimeout)});
+  }
+
+  void DropExpiredSetups() {
+    for (auto it = setups_.begin(); it != setups_.end();) {
+      it = it->second.deadline.expired() ? setups_.erase(it) : std::next(it);
+    }
+  }
+
   EventChannelPtr channel_;
   CmIdPtr id_;  // destroyed before channel_
   VerbsOptions opt_;
   uint16_t port_ = 0;
   EventFd wake_;
   std::atomic<bool> shutdown_{false};
+  // Connections in set-up (Accept only: one caller at a time). Declared
+  // last: their ids use channel_, so they go first.
+  std::map<rdma_cm_id*, Setup> setups_;
 };
 
 // ------------------------------------------------------------ Transport --

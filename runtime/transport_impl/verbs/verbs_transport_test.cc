@@ -3,6 +3,8 @@
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 
 #include <gtest/gtest.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +26,11 @@ constexpr char kSkipMessage[] =
     "(tools/rxe-vm/rxe-vm -- <test binary>, or bazel test "
     "//tools/rxe-vm:verbs_in_guest_test)";
 
+#define EXPECT_OK(expr)                                       \
+  do {                                                        \
+    const auto& s_ = (expr);                                  \
+    EXPECT_TRUE(s_.ok()) << #expr << ": " << s_.ToString();   \
+  } while (0)
 #define ASSERT_OK(expr)                                       \
   do {                                                        \
     const auto& s_ = (expr);                                  \
@@ -129,6 +136,51 @@ class VerbsTest : public ::testing::Test {
   std::unique_ptr<Connection> client_;
   std::unique_ptr<Connection> server_;
 };
+
+// A client that sends its connect request and never completes the rdma_cm
+// exchange (it never reads its events, so no RTU is sent): the listener
+// sets connections up concurrently, so the next client is accepted within
+// a deadline shorter than the stalled set-up's 10 s.
+TEST_F(VerbsTest, AStalledConnectionSetUpDoesNotDelayTheNext) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_NE(ch, nullptr);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  const std::string port = std::to_string(listener_->port());
+  ASSERT_EQ(getaddrinfo(addr_.c_str(), port.c_str(), &hints, &res), 0);
+  auto expect_event = [&](rdma_cm_event_type want) {
+    rdma_cm_event* ev = nullptr;
+    ASSERT_EQ(rdma_get_cm_event(ch, &ev), 0);  // blocking channel
+    EXPECT_EQ(ev->event, want) << rdma_event_str(ev->event);
+    rdma_ack_cm_event(ev);
+  };
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, res->ai_addr, 2000), 0);
+  freeaddrinfo(res);
+  expect_event(RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
+  expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED);
+  ibv_qp_init_attr qp{};
+  qp.qp_type = IBV_QPT_RC;
+  qp.cap.max_send_wr = qp.cap.max_recv_wr = 1;
+  qp.cap.max_send_sge = qp.cap.max_recv_sge = 1;
+  ASSERT_EQ(rdma_create_qp(id, nullptr, &qp), 0);
+  rdma_conn_param param{};
+  param.retry_count = 7;
+  ASSERT_EQ(rdma_connect(id, &param), 0);  // REQ sent; its REP is never processed
+
+  auto accepted = std::async(std::launch::async,
+                             [&] { return listener_->Accept(Deadline::After(5s)); });
+  auto c = transport_->Connect(addr_, listener_->port(), Deadline::After(5s));
+  auto s = accepted.get();
+  EXPECT_OK(c.status());
+  EXPECT_OK(s.status());
+  rdma_destroy_qp(id);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
 
 TEST_F(VerbsTest, SendRecvInlineAndLarge) {
   std::vector<uint8_t> smem(8192), cmem(8192);
