@@ -39,7 +39,7 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
   if (!idle_.empty()) {
     auto s = std::move(idle_.back());
     idle_.pop_back();
-    return Lease(this, std::move(s));
+    return Lease(shared_from_this(), std::move(s));
   }
   lock.unlock();
   // The call's deadline covers (re)connecting and the MRSP too.
@@ -51,7 +51,7 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
     return opened.status().WithContext(routine_ + ": connecting to " + host_ + ":" +
                                        std::to_string(port_));
   }
-  return Lease(this, std::move(opened).value());
+  return Lease(shared_from_this(), std::move(opened).value());
 }
 
 void SessionPool::Return(std::unique_ptr<ClientSession> s) {
@@ -62,12 +62,12 @@ void SessionPool::Return(std::unique_ptr<ClientSession> s) {
 }
 
 SessionPool::Lease::Lease(Lease&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), session_(std::move(other.session_)) {}
+    : pool_(std::move(other.pool_)), session_(std::move(other.session_)) {}
 
 SessionPool::Lease& SessionPool::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     Release();
-    pool_ = std::exchange(other.pool_, nullptr);
+    pool_ = std::move(other.pool_);
     session_ = std::move(other.session_);
   }
   return *this;
@@ -81,7 +81,8 @@ void SessionPool::Lease::Release() {
     session_->Close().IgnoreError();
     session_.reset();
   }
-  std::exchange(pool_, nullptr)->Return(std::move(session_));
+  std::shared_ptr<SessionPool> pool = std::move(pool_);
+  pool->Return(std::move(session_));
 }
 
 Status SessionPool::Lease::Call(uint8_t function_code, Deadline deadline,
@@ -94,6 +95,55 @@ Status SessionPool::Lease::Call(uint8_t function_code, Deadline deadline,
     session_.reset();
   }
   return s;
+}
+
+AsyncRunner::AsyncRunner(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
+
+AsyncRunner::~AsyncRunner() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    threads.swap(threads_);
+  }
+  cv_.notify_all();
+  for (auto& t : threads) t.join();  // they drain the queue first
+}
+
+void AsyncRunner::Run(std::function<Status()> call, std::function<void(Status)> done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back([call = std::move(call), done = std::move(done)] { done(call()); });
+  // A thread per queued call (calls block while in flight), up to the limit.
+  if (queue_.size() > idle_ && threads_.size() < max_threads_) {
+    threads_.emplace_back([this] { Loop(); });
+  }
+  cv_.notify_one();
+}
+
+std::future<Status> AsyncRunner::Run(std::function<Status()> call) {
+  auto promise = std::make_shared<std::promise<Status>>();
+  std::future<Status> future = promise->get_future();
+  Run(std::move(call), [promise](Status s) { promise->set_value(std::move(s)); });
+  return future;
+}
+
+void AsyncRunner::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty()) {
+      if (stop_) return;
+      ++idle_;
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      --idle_;
+      continue;
+    }
+    std::function<void()> job = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    job();
+    job = nullptr;
+    lock.lock();
+  }
 }
 
 std::string_view StandardStatusName(uint8_t status) {

@@ -6,6 +6,10 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <future>
+#include <thread>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -91,7 +95,9 @@ struct StubOptions {
 
 // The sessions of one routine: opened lazily, reused, a failed (ERROR)
 // session is dropped and a new one opened on the next call. Thread-safe.
-class SessionPool {
+// Owned by shared_ptr: a Lease keeps its pool alive, so a zero-copy call
+// object may outlive the client that made it.
+class SessionPool : public std::enable_shared_from_this<SessionPool> {
  public:
   SessionPool(Transport& transport, std::string host, uint16_t port,
               std::string routine, std::vector<RegionSpec> regions,
@@ -115,14 +121,15 @@ class SessionPool {
 
    private:
     friend class SessionPool;
-    Lease(SessionPool* pool, std::unique_ptr<ClientSession> s)
-        : pool_(pool), session_(std::move(s)) {}
+    Lease(std::shared_ptr<SessionPool> pool, std::unique_ptr<ClientSession> s)
+        : pool_(std::move(pool)), session_(std::move(s)) {}
     void Release();
-    SessionPool* pool_ = nullptr;
+    std::shared_ptr<SessionPool> pool_;
     std::unique_ptr<ClientSession> session_;
   };
 
   // An idle session, a new one (up to the limit), or waits until `deadline`.
+  // REQUIRES: the pool is owned by a shared_ptr.
   Result<Lease> Acquire(Deadline deadline);
 
   size_t open_sessions() const;
@@ -140,6 +147,36 @@ class SessionPool {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<ClientSession>> idle_;
   size_t in_use_ = 0;  // leased or being opened
+};
+
+// Runs a client's asynchronous calls on a few long-lived threads, started
+// on first use (at most `max_threads`): no thread per call, and a future
+// that is dropped does not wait for its call. Destroying the runner waits
+// for the calls queued or running (a client outlives none of its calls).
+// Thread-safe.
+class AsyncRunner {
+ public:
+  explicit AsyncRunner(size_t max_threads);
+  ~AsyncRunner();
+  AsyncRunner(const AsyncRunner&) = delete;
+  AsyncRunner& operator=(const AsyncRunner&) = delete;
+
+  // Runs `call`, then `done` with its status, on a runner thread.
+  // REQUIRES: `done` does not destroy the runner (or its client).
+  void Run(std::function<Status()> call, std::function<void(Status)> done);
+  // Runs `call`; the future gets its status.
+  std::future<Status> Run(std::function<Status()> call);
+
+ private:
+  void Loop();
+
+  const size_t max_threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  size_t idle_ = 0;                          // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
+  std::vector<std::thread> threads_;         // guarded by mu_
 };
 
 // Rewrites a failed call's status for the user: NAA statuses get their IDL

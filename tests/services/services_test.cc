@@ -43,6 +43,23 @@ class SleepyImpl final : public e2e::SleepyService {
   }
 };
 
+// Wait: signals that it runs, then waits until released; y = x.
+class LatchImpl final : public e2e::LatchService {
+ public:
+  e2e::LatchError Wait(const naarpc::NaaCall&, uint32_t x, uint32_t& y) override {
+    started_.set_value();
+    release_.wait();
+    y = x;
+    return e2e::LatchError::kOk;
+  }
+  void AwaitStarted() { started_.get_future().wait(); }
+  void Release() { released_.set_value(); }
+
+ private:
+  std::promise<void> started_, released_;
+  std::shared_future<void> release_ = released_.get_future().share();
+};
+
 struct ServicesParam {
   const char* transport;
   Dialect dialect;
@@ -68,7 +85,7 @@ class ServicesTest : public ::testing::TestWithParam<ServicesParam> {
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     transport_ = std::move(t).value();
     auto h = naarpc::codegen::CompositeHandler::Create(
-        {&vector_, &matrix_, &accumulator_, &checked_, &increment_, &sleepy_});
+        {&vector_, &matrix_, &accumulator_, &checked_, &increment_, &sleepy_, &latch_});
     ASSERT_TRUE(h.ok()) << h.status().ToString();
     handler_ = std::move(h).value();
     auto s = naarpc::NaaServer::Start(*transport_, address_, 0, *handler_);
@@ -91,6 +108,7 @@ class ServicesTest : public ::testing::TestWithParam<ServicesParam> {
   chk::CheckedMathServiceImpl checked_;
   inc::IncrementServiceImpl increment_;
   SleepyImpl sleepy_;
+  LatchImpl latch_;
   std::unique_ptr<naarpc::Transport> transport_;
   std::unique_ptr<naarpc::codegen::CompositeHandler> handler_;
   std::unique_ptr<naarpc::NaaServer> server_;
@@ -169,6 +187,46 @@ TEST_P(ServicesTest, AsyncCallsRunConcurrently) {
   // Never more connections for Add than the pool allows.
   EXPECT_GE(server_->connections_accepted(), 1u);
   EXPECT_LE(server_->connections_accepted(), options_.max_sessions_per_routine);
+}
+
+TEST_P(ServicesTest, CallbackFormDeliversTheStatusAndResults) {
+  auto client = Make<vec::VectorArithClient>();
+  std::vector<float> a = RandomFloats(rng_, 1024), b = RandomFloats(rng_, 1024), out(1024);
+  std::promise<naarpc::Status> done;
+  client->AddAsync(a, b, out, [&](naarpc::Status st) { done.set_value(std::move(st)); });
+  naarpc::Status st = done.get_future().get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (size_t j = 0; j < 1024; ++j) ASSERT_EQ(out[j], a[j] + b[j]);
+}
+
+// A dropped future does not wait for its call (the test would deadlock:
+// the call is running and ends only after Release()), and the client, when
+// destroyed, waits for it.
+TEST_P(ServicesTest, DroppedFutureDoesNotWaitAndTheClientOutlivesItsCalls) {
+  auto client = Make<e2e::LatchClient>();
+  uint32_t y = 0;
+  (void)client->WaitAsync(42, &y, naarpc::Deadline::After(std::chrono::seconds(60)));
+  latch_.AwaitStarted();
+  latch_.Release();
+  client.reset();
+  EXPECT_EQ(y, 42u);
+}
+
+// A zero-copy call object keeps its connection and pool alive after the
+// client is gone (it holds shared ownership; ASan would see a use after
+// free otherwise).
+TEST_P(ServicesTest, ZeroCopyCallOutlivesItsClient) {
+  auto client = Make<vec::VectorArithClient>();
+  auto call = client->NewAddCall();
+  ASSERT_TRUE(call.ok()) << call.status().ToString();
+  client.reset();
+  for (size_t i = 0; i < 1024; ++i) {
+    call->a()[i] = float(i);
+    call->b()[i] = 2.0f;
+  }
+  naarpc::Status st = call->Invoke();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (size_t i = 0; i < 1024; ++i) ASSERT_EQ(call->out()[i], float(i) + 2.0f);
 }
 
 TEST_P(ServicesTest, ZeroCopyCallFillsRegisteredBuffersInPlace) {

@@ -93,10 +93,13 @@ std::vector<naarpc::RegionSpec> KitchenEchoRegions() {
 
 KitchenClient::KitchenClient(naarpc::Transport& transport, std::string host,
                   uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_mixed_(transport, host, port, "Kitchen.Mixed",
-             KitchenMixedRegions(), options)
-    , pool_echo_(transport, host, port, "Kitchen.Echo",
-             KitchenEchoRegions(), options)
+    : pool_mixed_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Kitchen.Mixed", KitchenMixedRegions(),
+          options))
+    , pool_echo_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Kitchen.Echo", KitchenEchoRegions(),
+          options))
+    , async_runner_(options.max_sessions_per_routine * 2)
 {}
 
 KitchenClient::~KitchenClient() = default;
@@ -104,7 +107,7 @@ KitchenClient::~KitchenClient() = default;
 // ----- Mixed
 
 naarpc::Result<KitchenClient::MixedCall> KitchenClient::NewMixedCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_mixed_.Acquire(deadline);
+  auto naarpc_lease = pool_mixed_->Acquire(deadline);
   if (!naarpc_lease.ok()) return naarpc_lease.status();
   return MixedCall(std::move(naarpc_lease).value());
 }
@@ -307,15 +310,32 @@ std::future<naarpc::Status> KitchenClient::MixedAsync(
     std::span<int8_t> fixed_io,
     std::vector<uint64_t>* var_io,
     naarpc::Deadline deadline) {
-  return std::async(std::launch::async, [=, this] {
+  return async_runner_.Run([=, this] {
     return Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, deadline);
   });
+}
+
+void KitchenClient::MixedAsync(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, deadline);
+  }, std::move(done));
 }
 
 // ----- Echo
 
 naarpc::Result<KitchenClient::EchoCall> KitchenClient::NewEchoCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_echo_.Acquire(deadline);
+  auto naarpc_lease = pool_echo_->Acquire(deadline);
   if (!naarpc_lease.ok()) return naarpc_lease.status();
   return EchoCall(std::move(naarpc_lease).value());
 }
@@ -394,9 +414,19 @@ std::future<naarpc::Status> KitchenClient::EchoAsync(
     std::span<const uint8_t> x,
     std::vector<uint8_t>* y,
     naarpc::Deadline deadline) {
-  return std::async(std::launch::async, [=, this] {
+  return async_runner_.Run([=, this] {
     return Echo(x, y, deadline);
   });
+}
+
+void KitchenClient::EchoAsync(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Echo(x, y, deadline);
+  }, std::move(done));
 }
 
 // ===== Kitchen: software-NAA skeleton ================================
@@ -607,8 +637,10 @@ std::vector<naarpc::RegionSpec> SecondPingRegions() {
 
 SecondClient::SecondClient(naarpc::Transport& transport, std::string host,
                 uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_ping_(transport, host, port, "Second.Ping",
-             SecondPingRegions(), options)
+    : pool_ping_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Second.Ping", SecondPingRegions(),
+          options))
+    , async_runner_(options.max_sessions_per_routine * 1)
 {}
 
 SecondClient::~SecondClient() = default;
@@ -616,7 +648,7 @@ SecondClient::~SecondClient() = default;
 // ----- Ping
 
 naarpc::Result<SecondClient::PingCall> SecondClient::NewPingCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_ping_.Acquire(deadline);
+  auto naarpc_lease = pool_ping_->Acquire(deadline);
   if (!naarpc_lease.ok()) return naarpc_lease.status();
   return PingCall(std::move(naarpc_lease).value());
 }
@@ -660,9 +692,18 @@ naarpc::Status SecondClient::Ping(
 std::future<naarpc::Status> SecondClient::PingAsync(
     uint32_t* v,
     naarpc::Deadline deadline) {
-  return std::async(std::launch::async, [=, this] {
+  return async_runner_.Run([=, this] {
     return Ping(v, deadline);
   });
+}
+
+void SecondClient::PingAsync(
+    uint32_t* v,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Ping(v, deadline);
+  }, std::move(done));
 }
 
 // ===== Second: software-NAA skeleton ================================

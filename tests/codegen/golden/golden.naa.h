@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <future>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,8 +76,10 @@ class KitchenClientInterface {
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
   // Asynchronous Mixed: the arguments must stay valid until the future
-  // is ready. Calls in flight at once: StubOptions::max_sessions_per_routine.
-  virtual std::future<naarpc::Status> MixedAsync(
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
       std::span<const double> var_in,
@@ -86,6 +90,19 @@ class KitchenClientInterface {
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
 
   // Echo (function code 127)
   //   x: in, up to 100 x u8
@@ -95,16 +112,25 @@ class KitchenClientInterface {
       std::vector<uint8_t>* y,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
   // Asynchronous Echo: the arguments must stay valid until the future
-  // is ready. Calls in flight at once: StubOptions::max_sessions_per_routine.
-  virtual std::future<naarpc::Status> EchoAsync(
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      std::function<void(naarpc::Status)> done,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
 };
 
 // Talks to one NAA (host:port) serving Kitchen: one connection (MRSP,
 // region layout) per routine and call in flight, opened on first use and
-// reopened after a failure. Thread-safe.
+// reopened after a failure. Thread-safe. Destroying the client waits for
+// its asynchronous calls; a zero-copy call object may outlive it.
 class KitchenClient final : public KitchenClientInterface {
  public:
   // REQUIRES: `transport` outlives the client.
@@ -125,7 +151,7 @@ class KitchenClient final : public KitchenClientInterface {
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
-  std::future<naarpc::Status> MixedAsync(
+  [[nodiscard]] std::future<naarpc::Status> MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
       std::span<const double> var_in,
@@ -135,6 +161,18 @@ class KitchenClient final : public KitchenClientInterface {
       std::vector<uint32_t>* var_out,
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+  void MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      std::function<void(naarpc::Status)> done,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
 
   // Zero-copy Mixed: the parameters are the connection's registered
@@ -187,9 +225,14 @@ class KitchenClient final : public KitchenClientInterface {
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
-  std::future<naarpc::Status> EchoAsync(
+  [[nodiscard]] std::future<naarpc::Status> EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+  void EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      std::function<void(naarpc::Status)> done,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
 
   // Zero-copy Echo: the parameters are the connection's registered
@@ -221,8 +264,9 @@ class KitchenClient final : public KitchenClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline));
 
  private:
-  naarpc::codegen::SessionPool pool_mixed_;
-  naarpc::codegen::SessionPool pool_echo_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_mixed_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_echo_;
+  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
 };
 
 // ===== Kitchen: software-NAA skeleton ================================
@@ -316,15 +360,23 @@ class SecondClientInterface {
       uint32_t* v,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
   // Asynchronous Ping: the arguments must stay valid until the future
-  // is ready. Calls in flight at once: StubOptions::max_sessions_per_routine.
-  virtual std::future<naarpc::Status> PingAsync(
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> PingAsync(
       uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void PingAsync(
+      uint32_t* v,
+      std::function<void(naarpc::Status)> done,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
 };
 
 // Talks to one NAA (host:port) serving Second: one connection (MRSP,
 // region layout) per routine and call in flight, opened on first use and
-// reopened after a failure. Thread-safe.
+// reopened after a failure. Thread-safe. Destroying the client waits for
+// its asynchronous calls; a zero-copy call object may outlive it.
 class SecondClient final : public SecondClientInterface {
  public:
   // REQUIRES: `transport` outlives the client.
@@ -337,8 +389,12 @@ class SecondClient final : public SecondClientInterface {
   naarpc::Status Ping(
       uint32_t* v,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
-  std::future<naarpc::Status> PingAsync(
+  [[nodiscard]] std::future<naarpc::Status> PingAsync(
       uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+  void PingAsync(
+      uint32_t* v,
+      std::function<void(naarpc::Status)> done,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
 
   // Zero-copy Ping: the parameters are the connection's registered
@@ -362,7 +418,8 @@ class SecondClient final : public SecondClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline));
 
  private:
-  naarpc::codegen::SessionPool pool_ping_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_ping_;
+  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
 };
 
 // ===== Second: software-NAA skeleton ================================

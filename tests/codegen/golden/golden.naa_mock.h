@@ -18,11 +18,19 @@ class MockKitchenClient : public KitchenClientInterface {
   MOCK_METHOD(std::future<naarpc::Status>, MixedAsync,
               (std::span<const uint16_t> fixed_in, int32_t scalar_in, std::span<const double> var_in, std::span<const std::byte> blob, std::span<int64_t> fixed_out, float* scalar_out, std::vector<uint32_t>* var_out, std::span<int8_t> fixed_io, std::vector<uint64_t>* var_io, naarpc::Deadline deadline),
               (override));
+  MOCK_METHOD(void, MixedAsync,
+              (std::span<const uint16_t> fixed_in, int32_t scalar_in, std::span<const double> var_in, std::span<const std::byte> blob, std::span<int64_t> fixed_out, float* scalar_out, std::vector<uint32_t>* var_out, std::span<int8_t> fixed_io, std::vector<uint64_t>* var_io, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
   MOCK_METHOD(naarpc::Status, Echo,
               (std::span<const uint8_t> x, std::vector<uint8_t>* y, naarpc::Deadline deadline),
               (override));
   MOCK_METHOD(std::future<naarpc::Status>, EchoAsync,
               (std::span<const uint8_t> x, std::vector<uint8_t>* y, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, EchoAsync,
+              (std::span<const uint8_t> x, std::vector<uint8_t>* y, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
               (override));
 };
 
@@ -33,6 +41,10 @@ class MockSecondClient : public SecondClientInterface {
               (override));
   MOCK_METHOD(std::future<naarpc::Status>, PingAsync,
               (uint32_t* v, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, PingAsync,
+              (uint32_t* v, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
               (override));
 };
 
