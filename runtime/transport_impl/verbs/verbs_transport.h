@@ -45,10 +45,12 @@ struct VerbsOptions {
   int connect_retries = 20;
   std::chrono::milliseconds connect_retry_delay{100};
   // IB-encoded RNR NAK timer this side asks a sender to wait when no receive
-  // is posted (12 = 0.64 ms, 18 = 5.12 ms, 0 = 655 ms); applied after
-  // establishment. Only the MRSP request can meet a missing receive (the NAA
-  // posts it right after accepting); 18 gives a slow NAA ~30 ms (6 retries).
-  uint8_t min_rnr_timer = 18;
+  // is posted (12 = 0.64 ms, 18 = 5.12 ms, 31 = 491.52 ms, 0 = 655 ms);
+  // applied after establishment. Only the MRSP request can meet a missing
+  // receive (the NAA posts it right after accepting, from its own thread);
+  // 31 gives a busy NAA ~3 s (6 retries) and costs nothing when the receive
+  // is in time, which it is but for a loaded machine.
+  uint8_t min_rnr_timer = 31;
 };
 
 // How a verbs connection's waits ended (diagnostics, tests, benchmarks).
