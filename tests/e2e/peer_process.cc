@@ -2,8 +2,9 @@
 // posix_spawn by tests/e2e/e2e_test.cc (no fork() after verbs registrations).
 //
 //   peer_process naa  --transport=T --address=A
-//       serves TestKernels on port 0, prints "port N", serves until stdin
-//       reaches EOF (the test closed it, or died).
+//       serves TestKernels on port 0, prints "port N", then "kernel C" as
+//       each kernel (function code C) starts; serves until stdin reaches EOF
+//       (the test closed it, or died).
 //   peer_process host --transport=T --address=A --port=P --dialect=D --sleep-ms=MS
 //       opens a session, prints "calling", calls kSleep(MS) and prints
 //       "result <status>" (the test usually kills it before that).
@@ -25,6 +26,10 @@ using naarpc::testing::TestKernels;
 
 int ServeNaa(naarpc::Transport& transport, const std::string& address) {
   TestKernels kernels;
+  kernels.on_call = [](uint8_t code) {
+    std::printf("kernel %u\n", unsigned{code});
+    std::fflush(stdout);
+  };
   naarpc::ServerOptions options;
   options.log = [](std::string_view line) {
     std::fprintf(stderr, "peer NAA: %.*s\n", int(line.size()), line.data());

@@ -4,6 +4,9 @@
 #define NAARPC_TESTS_E2E_TEST_KERNELS_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -34,8 +37,22 @@ class TestKernels : public NaaHandler {
 
   std::atomic<uint64_t> calls{0};
 
+  // Waits until `n` calls have reached a kernel (started, not finished);
+  // false on `deadline`.
+  bool WaitForCalls(uint64_t n, Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_until(lock, deadline.when(), [&] { return calls.load() >= n; });
+  }
+  // Called as each kernel starts (e.g. to tell another process).
+  std::function<void(uint8_t function_code)> on_call;
+
   uint8_t Handle(NaaCall& call) override {
-    calls.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls.fetch_add(1);
+    }
+    cv_.notify_all();
+    if (on_call) on_call(call.function_code);
     auto& p = call.params;
     switch (call.function_code) {
       case kVectorAdd: {
@@ -105,6 +122,8 @@ class TestKernels : public NaaHandler {
 
  private:
   bool sleep_timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 }  // namespace naarpc::testing
