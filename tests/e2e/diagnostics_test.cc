@@ -6,19 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <cstdlib>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/client_session.h"
 #include "runtime/naa_server.h"
-#include "runtime/transport_impl/emulated/emulated_transport.h"
-#include "runtime/transport_impl/verbs/verbs_transport.h"
+#include "tests/testing/log_capture.h"
+#include "tests/testing/test_transport.h"
 
 namespace naarpc {
 namespace {
@@ -29,41 +26,7 @@ constexpr uint8_t kEcho = 1;
 constexpr uint8_t kBlocks = 7;
 constexpr uint8_t kFailsWithDetail = 3;
 
-// Lines logged by a NaaServer, awaited by substring.
-class LogCapture {
- public:
-  std::function<void(std::string_view)> Sink() {
-    return [this](std::string_view line) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(line);
-      cv_.notify_all();
-    };
-  }
-  bool WaitFor(const std::string& needle, std::chrono::seconds limit = 20s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, limit, [&] { return CountLocked(needle) > 0; });
-  }
-  size_t Count(const std::string& needle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return CountLocked(needle);
-  }
-  std::string All() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string all;
-    for (const auto& l : lines_) all += l + "\n";
-    return all;
-  }
-
- private:
-  size_t CountLocked(const std::string& needle) const {
-    size_t n = 0;
-    for (const auto& l : lines_) n += l.find(needle) != std::string::npos;
-    return n;
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> lines_;
-};
+using testing::LogCapture;
 
 // kEcho copies its input to its output; kBlocks waits until released.
 class Kernels final : public NaaHandler {
@@ -96,18 +59,10 @@ std::vector<RegionSpec> EchoLayout() {
 class DiagnosticsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "verbs") {
-      if (!RdmaDeviceAvailable()) {
-        GTEST_SKIP() << "no RDMA device: the verbs cases run in the Soft-RoCE guest "
-                        "(//tools/rxe-vm:verbs_in_guest_test)";
-      }
-      auto t = NewVerbsTransport();
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      transport_ = std::move(t).value();
-      if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) address_ = a;
-    } else {
-      transport_ = NewEmulatedTransport();
-    }
+    testing::TestTransport t = testing::MakeTestTransport(GetParam());
+    if (!t.unavailable.empty()) GTEST_SKIP() << t.unavailable;
+    transport_ = std::move(t.transport);
+    address_ = t.address;
   }
 
   std::unique_ptr<NaaServer> Start(ServerOptions options) {

@@ -10,18 +10,15 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "runtime/client_session.h"
 #include "runtime/naa_server.h"
-#include "runtime/transport_impl/emulated/emulated_transport.h"
-#include "runtime/transport_impl/verbs/verbs_transport.h"
+#include "tests/testing/log_capture.h"
+#include "tests/testing/test_transport.h"
 
 namespace naarpc {
 namespace {
@@ -43,45 +40,13 @@ std::vector<RegionSpec> EchoLayout(uint64_t bytes) {
   return {{"in", Direction::kIn, bytes}, {"out", Direction::kOut, bytes}};
 }
 
-class Lines {
- public:
-  std::function<void(std::string_view)> Sink() {
-    return [this](std::string_view l) {
-      std::lock_guard<std::mutex> lock(mu_);
-      all_ += std::string(l) + "\n";
-      cv_.notify_all();
-    };
-  }
-  bool WaitFor(const std::string& needle, std::chrono::milliseconds limit = 20s) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, limit, [&] { return all_.find(needle) != std::string::npos; });
-  }
-  std::string All() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return all_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string all_;
-};
-
 class ServerLimitsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "verbs") {
-      if (!RdmaDeviceAvailable()) {
-        GTEST_SKIP() << "no RDMA device: the verbs cases run in the Soft-RoCE guest "
-                        "(//tools/rxe-vm:verbs_in_guest_test)";
-      }
-      auto t = NewVerbsTransport();
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      transport_ = std::move(t).value();
-      if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) address_ = a;
-    } else {
-      transport_ = NewEmulatedTransport();
-    }
+    testing::TestTransport t = testing::MakeTestTransport(GetParam());
+    if (!t.unavailable.empty()) GTEST_SKIP() << t.unavailable;
+    transport_ = std::move(t.transport);
+    address_ = t.address;
   }
   void Start(ServerOptions options) {
     options.log = lines_.Sink();
@@ -103,7 +68,7 @@ class ServerLimitsTest : public ::testing::TestWithParam<std::string> {
   std::string address_ = "127.0.0.1";
   std::unique_ptr<Transport> transport_;
   Echo echo_;
-  Lines lines_;
+  testing::LogCapture lines_;
   std::unique_ptr<NaaServer> server_;
 };
 

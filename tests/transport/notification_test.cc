@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,8 +18,7 @@
 #include <vector>
 
 #include "runtime/transport.h"
-#include "runtime/transport_impl/emulated/emulated_transport.h"
-#include "runtime/transport_impl/verbs/verbs_transport.h"
+#include "tests/testing/test_transport.h"
 
 namespace naarpc {
 namespace {
@@ -42,18 +40,10 @@ struct Buf {
 class NotificationTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "verbs") {
-      if (!RdmaDeviceAvailable()) {
-        GTEST_SKIP() << "no RDMA device: the verbs cases run in the Soft-RoCE guest "
-                        "(//tools/rxe-vm:verbs_in_guest_test)";
-      }
-      auto t = NewVerbsTransport();
-      ASSERT_TRUE(t.ok()) << t.status().ToString();
-      transport_ = std::move(t).value();
-      if (const char* a = std::getenv("NAARPC_TEST_ADDRESS")) address_ = a;
-    } else {
-      transport_ = NewEmulatedTransport();
-    }
+    testing::TestTransport t = testing::MakeTestTransport(GetParam());
+    if (!t.unavailable.empty()) GTEST_SKIP() << t.unavailable;
+    transport_ = std::move(t.transport);
+    address_ = t.address;
     auto l = transport_->Listen(address_, 0);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     listener_ = std::move(l).value();

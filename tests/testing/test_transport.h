@@ -1,0 +1,48 @@
+// The transport a parameterised test runs on, by name: "emulated" (over
+// loopback) or "verbs" (real rdma-core; unavailable without an RDMA device:
+// those cases run in the Soft-RoCE guest, which names its address in
+// NAARPC_TEST_ADDRESS).
+#ifndef NAARPC_TESTS_TESTING_TEST_TRANSPORT_H_
+#define NAARPC_TESTS_TESTING_TEST_TRANSPORT_H_
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "runtime/transport.h"
+#include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "runtime/transport_impl/verbs/verbs_transport.h"
+
+namespace naarpc::testing {
+
+struct TestTransport {
+  std::unique_ptr<Transport> transport;  // null if unavailable
+  std::string address = "127.0.0.1";     // where a test NAA listens
+  std::string unavailable;               // why not (skip with this), or ""
+};
+
+inline TestTransport MakeTestTransport(const std::string& name) {
+  TestTransport t;
+  if (name != "verbs") {
+    t.transport = NewEmulatedTransport();
+    return t;
+  }
+  if (!RdmaDeviceAvailable()) {
+    t.unavailable =
+        "no RDMA device: the verbs cases run in the Soft-RoCE guest "
+        "(//tools/rxe-vm:verbs_in_guest_test)";
+    return t;
+  }
+  auto verbs = NewVerbsTransport();
+  if (!verbs.ok()) {
+    t.unavailable = verbs.status().ToString();
+    return t;
+  }
+  t.transport = std::move(verbs).value();
+  if (const char* a = std::getenv("NAARPC_TEST_ADDRESS"); a != nullptr && *a != '\0') t.address = a;
+  return t;
+}
+
+}  // namespace naarpc::testing
+
+#endif  // NAARPC_TESTS_TESTING_TEST_TRANSPORT_H_
