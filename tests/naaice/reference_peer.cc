@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -108,7 +109,8 @@ Result<std::unique_ptr<ReferenceHost>> ReferenceHost::Connect(Transport& transpo
                                                               const std::string& host,
                                                               uint16_t port,
                                                               std::vector<RefRegion> regions,
-                                                              Deadline deadline) {
+                                                              Deadline deadline,
+                                                              bool strict_order) {
   bool internal_seen = false;
   for (const RefRegion& r : regions) {
     if ((r.flags & kInternal) == 0 && internal_seen) {
@@ -121,6 +123,7 @@ Result<std::unique_ptr<ReferenceHost>> ReferenceHost::Connect(Transport& transpo
   // Armed before anything is posted, as the library does after connecting.
   NAARPC_ASSIGN_OR_RETURN(SolicitedWaiter waiter, SolicitedWaiter::Arm(*conn));
   std::unique_ptr<ReferenceHost> h(new ReferenceHost(std::move(conn), waiter));
+  h->strict_order_ = strict_order;
   for (const RefRegion& spec : regions) {
     Region r;
     r.spec = spec;
@@ -230,6 +233,7 @@ Result<uint8_t> ReferenceHost::Call(uint8_t function_code, uint32_t user_bits, D
   NAARPC_RETURN_IF_ERROR(conn_->PostSend(writes));
   size_t writes_done = 0;
   enum { kSending, kReceiving } state = kSending;
+  std::optional<uint8_t> early_reply;  // !strict_order_: a reply before our write's completion
   for (;;) {
     NAARPC_ASSIGN_OR_RETURN(std::vector<Completion> batch,
                             waiter_.Next(deadline, "the NAA's answer to function " +
@@ -239,7 +243,17 @@ Result<uint8_t> ReferenceHost::Call(uint8_t function_code, uint32_t user_bits, D
       const bool is_write =
           c.opcode == WorkOpcode::kRdmaWrite || c.opcode == WorkOpcode::kRdmaWriteWithImm;
       if (state == kSending && is_write && c.wr_id == writes[writes_done].wr_id) {
-        if (++writes_done == writes.size()) state = kReceiving;
+        if (++writes_done == writes.size()) {
+          state = kReceiving;
+          if (early_reply) {
+            ++calls_;
+            ++reordered_;
+            return *early_reply;
+          }
+        }
+      } else if (state == kSending && c.opcode == WorkOpcode::kRecvRdmaWithImm && !early_reply &&
+                 c.wr_id == recv_id && c.has_imm && !strict_order_) {
+        early_reply = static_cast<uint8_t>(c.imm_data >> 8);
       } else if (state == kSending && c.opcode == WorkOpcode::kRecvRdmaWithImm) {
         return ProtocolError("reference host: reply polled before the completion of the host's "
                              "last write");

@@ -73,15 +73,23 @@ class ReferenceHost {
  public:
   ~ReferenceHost();
   // Connects and runs the MRSP. Internal regions must come last.
+  // `strict_order`: fail a call whose reply is polled before the completion
+  // of the host's own last write, as the reference host does. Soft-RoCE
+  // (rxe) can produce that order by itself: its responder delivers a
+  // message to the NAA before sending the ACK, so a fast NAA's reply can
+  // overtake the ACK; with strict_order false such a call is counted in
+  // reordered_replies() instead (the data and status are still checked).
   static Result<std::unique_ptr<ReferenceHost>> Connect(Transport& transport,
                                                         const std::string& host, uint16_t port,
                                                         std::vector<RefRegion> regions,
-                                                        Deadline deadline);
+                                                        Deadline deadline,
+                                                        bool strict_order = true);
   // One call; the NAA's status as the reference host reads it (bits 8..15).
   Result<uint8_t> Call(uint8_t function_code, uint32_t user_bits, Deadline deadline);
   // The host buffer of region `index` (empty for internal regions).
   std::span<std::byte> buffer(size_t index);
   uint64_t calls() const { return calls_; }
+  uint64_t reordered_replies() const { return reordered_; }
   void Close();
 
  private:
@@ -103,6 +111,8 @@ class ReferenceHost {
   std::unique_ptr<MemoryRegion> mrsp_send_mr_, mrsp_recv_mr_;
   uint64_t calls_ = 0;
   uint64_t next_wr_id_ = 1;
+  bool strict_order_ = true;
+  uint64_t reordered_ = 0;
 };
 
 // The view of one call a ReferenceNaa kernel gets.
