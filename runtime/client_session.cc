@@ -465,9 +465,10 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     s = DeadlineExceededError(
         what() + ": no answer from the NAA before the deadline" +
         (written ? "" : " (the inputs were not acknowledged either)") +
-        "; an NAA built on the NAAICE reference library never answers a function code it "
-        "does not serve: check that the NAA serves function " + std::to_string(fncode) +
-        " in the " + std::string(DialectName(options.dialect)) + " dialect");
+        ": its kernel may still run, or the NAA is stuck or unreachable; an NAA built on the "
+        "NAAICE reference library also never answers a function code it does not serve: "
+        "check that the NAA serves function " + std::to_string(fncode) + " in the " +
+        std::string(DialectName(options.dialect)) + " dialect");
   } else if (!s.ok()) {
     s = s.WithContext(what());
   }

@@ -247,6 +247,9 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   ~ConnectionServer() { shared_->Release(reserved_bytes_); }
 
   void Run();
+  // Disconnects the connection now (NaaServer::Shutdown): a call in flight
+  // fails at the host at once. Safe from any thread.
+  void Interrupt();
 
  private:
   Status Serve();
@@ -271,6 +274,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
+  std::mutex conn_mu_;  // Interrupt() vs. the end of Run()
   std::unique_ptr<Connection> conn_;
   const std::string peer_;
   NaaHandler& handler_;
@@ -338,7 +342,13 @@ void ConnectionServer::Run() {
   for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
   mrsp_recv_mr_.reset();
+  std::lock_guard<std::mutex> lock(conn_mu_);
   conn_.reset();
+}
+
+void ConnectionServer::Interrupt() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (conn_) conn_->Disconnect().IgnoreError();
 }
 
 Status ConnectionServer::Serve() {
@@ -833,6 +843,7 @@ class NaaServer::Impl {
   std::mutex mu;
   std::condition_variable closed_cv;       // notified when `open` drops
   std::list<std::thread> workers;          // guarded by mu
+  std::list<std::shared_ptr<ConnectionServer>> live;  // guarded by mu
   std::list<std::thread::id> finished;     // guarded by mu
   size_t open = 0;                         // guarded by mu
   bool shut_down = false;                  // guarded by mu
@@ -864,16 +875,19 @@ class NaaServer::Impl {
         continue;
       }
       auto server = std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping);
+      auto it = live.insert(live.end(), server);
       try {
-        workers.emplace_back([this, server] {
+        workers.emplace_back([this, server, it] {
           server->Run();
           std::lock_guard<std::mutex> l(mu);
+          live.erase(it);
           --open;
           finished.push_back(std::this_thread::get_id());
           closed_cv.notify_all();
         });
         ++open;
       } catch (const std::system_error& e) {
+        live.erase(it);
         shared->Log(std::string("naarpc NAA: cannot start a thread for a connection (") +
                     e.what() + "); closing it");
       }
@@ -950,11 +964,18 @@ void NaaServer::Shutdown() {
   impl_->listener->Shutdown();
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
   std::list<std::thread> workers;
+  std::list<std::shared_ptr<ConnectionServer>> live;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     workers.swap(impl_->workers);
+    live = impl_->live;
     impl_->finished.clear();
   }
+  // Every connection ends now, a call in flight too (its host gets
+  // kDisconnected); a running kernel is still waited for below (it uses the
+  // connection's memory), one that overran its limit at most shutdown_grace.
+  for (auto& server : live) server->Interrupt();
+  live.clear();
   for (auto& t : workers) t.join();
   // What still runs now are kernels that overran their limit.
   if (size_t left = impl_->shared->running_kernels.WaitNone(impl_->options.shutdown_grace);

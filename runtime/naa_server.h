@@ -122,7 +122,10 @@ class NaaServer {
   // passed first (draining, tests).
   bool WaitForOpenConnectionsAtMost(size_t n, Deadline deadline);
 
-  // Stops accepting, disconnects every connection, joins all threads.
+  // Stops accepting, disconnects every connection at once (a call in flight
+  // fails at its host with kDisconnected), waits for running kernels (those
+  // that overran their time limit at most ServerOptions::shutdown_grace),
+  // joins all threads.
   void Shutdown();
 
  private:

@@ -953,6 +953,12 @@ class VerbsTransport final : public Transport {
       auto delay = std::min<Clock::duration>(opt_.connect_retry_delay,
                                              deadline.when() - Clock::now());
       if (delay > Clock::duration::zero()) std::this_thread::sleep_for(delay);
+      if (deadline.expired()) {
+        // The refusal is the answer, not the deadline that ended the retries.
+        return Status(conn.status().code(),
+                      "verbs connect to " + target + " refused " + std::to_string(attempt + 1) +
+                          " time(s) until the deadline: " + conn.status().message());
+      }
     }
   }
 
