@@ -126,6 +126,11 @@ TEST_P(ServerLimitsTest, IdleTimeoutClosesAnIdleConnection) {
 }
 
 TEST_P(ServerLimitsTest, LogIsRateLimitedAndCountsWhatItDrops) {
+  if (GetParam() != "emulated") {
+    GTEST_SKIP() << "needs more refused connections per second than the log limit; a refused "
+                    "verbs connection in the TCG guest takes longer than that (the limiter is "
+                    "the same code on both transports)";
+  }
   ServerOptions options;
   options.max_log_lines_per_second = 2;
   options.max_total_bytes = 64;  // every Open below is refused, one log line each
