@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -1249,7 +1250,26 @@ class EmuListener final : public Listener {
   EmuListener(UniqueFd fd, UniqueFd event_fd, uint16_t port, EmulatedOptions opts)
       : fd_(std::move(fd)), event_fd_(std::move(event_fd)), port_(port), opts_(std::move(opts)) {}
 
+  // Concurrent callers take turns (the handshakes in progress are shared);
+  // each still returns by its own deadline.
   Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
+    {
+      std::unique_lock<std::mutex> lock(turn_mu_);
+      if (!turn_cv_.wait_until(lock, deadline.when(), [this] { return !accepting_; })) {
+        return DeadlineExceededError("emulated transport: accept timed out");
+      }
+      accepting_ = true;
+    }
+    struct EndTurn {
+      EmuListener* l;
+      ~EndTurn() {
+        {
+          std::lock_guard<std::mutex> lock(l->turn_mu_);
+          l->accepting_ = false;
+        }
+        l->turn_cv_.notify_one();
+      }
+    } end_turn{this};
     std::vector<pollfd> fds;
     for (;;) {
       if (shutdown_.load(std::memory_order_acquire)) {
@@ -1386,7 +1406,12 @@ class EmuListener final : public Listener {
   uint16_t port_;
   EmulatedOptions opts_;
   std::atomic<bool> shutdown_{false};
-  std::vector<Pending> pending_;  // used by Accept only (one caller at a time)
+  // One Accept at a time (a turn); pending_ belongs to the caller whose
+  // turn it is.
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  bool accepting_ = false;  // guarded by turn_mu_
+  std::vector<Pending> pending_;
 };
 
 class EmuTransport final : public Transport {
