@@ -27,6 +27,7 @@
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
 #include "tests/testing/forwarding_transport.h"
+#include "tests/testing/peer_process.h"
 
 extern char** environ;
 
@@ -103,111 +104,7 @@ std::span<float> Floats(std::span<std::byte> b) {
   return {reinterpret_cast<float*>(b.data()), b.size() / sizeof(float)};
 }
 
-// The other process of the two-process cases: tests/e2e/peer_process,
-// started with posix_spawn (fork() after verbs registrations is unsafe).
-std::string PeerProcessPath() {
-  if (const char* srcdir = std::getenv("TEST_SRCDIR")) {
-    const char* ws = std::getenv("TEST_WORKSPACE");
-    std::string p = std::string(srcdir) + "/" + (ws != nullptr ? ws : "naarpc") +
-                    "/tests/e2e/peer_process";
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  // Run directly (e.g. in the Soft-RoCE guest): next to this binary.
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "peer_process";
-  std::string path(self, size_t(n));
-  return path.substr(0, path.rfind('/') + 1) + "peer_process";
-}
-
-class PeerProcess {
- public:
-  // Starts peer_process with `args`; its stdin and stdout are pipes to us.
-  static std::unique_ptr<PeerProcess> Start(const std::vector<std::string>& args) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0) return nullptr;
-    if (pipe2(out, O_CLOEXEC) != 0) {
-      close(in[0]);
-      close(in[1]);
-      return nullptr;
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    const std::string path = PeerProcessPath();
-    std::vector<std::string> all = {path};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(in[0]);
-    close(out[1]);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot start " << path << ": " << std::strerror(rc);
-      close(in[1]);
-      close(out[0]);
-      return nullptr;
-    }
-    return std::unique_ptr<PeerProcess>(new PeerProcess(pid, in[1], out[0]));
-  }
-
-  ~PeerProcess() {
-    CloseStdin();
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-    close(stdout_);
-  }
-
-  // The next line the peer prints; "" on EOF or after `timeout`.
-  std::string ReadLine(std::chrono::milliseconds timeout) {
-    const Deadline deadline = Deadline::After(timeout);
-    for (;;) {
-      if (size_t nl = buffered_.find('\n'); nl != std::string::npos) {
-        std::string line = buffered_.substr(0, nl);
-        buffered_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd pfd = {stdout_, POLLIN, 0};
-      if (poll(&pfd, 1, deadline.PollTimeoutMs()) <= 0) return "";
-      char buf[256];
-      const ssize_t n = read(stdout_, buf, sizeof buf);
-      if (n <= 0) return "";
-      buffered_.append(buf, size_t(n));
-    }
-  }
-
-  void Kill(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
-  }
-  void CloseStdin() {
-    if (stdin_ >= 0) close(stdin_);
-    stdin_ = -1;
-  }
-  // Exit status (128 + signal if killed).
-  int Wait() {
-    if (pid_ <= 0) return exit_status_;
-    int status = 0;
-    if (waitpid(pid_, &status, 0) == pid_) {
-      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    pid_ = -1;
-    return exit_status_;
-  }
-
- private:
-  PeerProcess(pid_t pid, int in, int out) : pid_(pid), stdin_(in), stdout_(out) {}
-  pid_t pid_;
-  int stdin_;
-  int stdout_;
-  int exit_status_ = -1;
-  std::string buffered_;
-};
+using testing::PeerProcess;
 
 class E2eTest : public ::testing::TestWithParam<E2eParam> {
  protected:
@@ -918,10 +815,10 @@ class TwoProcesses {
  public:
   // Starts the NAA process; port() is 0 if that failed.
   TwoProcesses(const std::string& transport, const std::string& address) {
-    naa_ = PeerProcess::Start({"naa", "--transport=" + transport, "--address=" + address});
+    naa_ = PeerProcess::Start("peer_process", {"naa", "--transport=" + transport, "--address=" + address});
     if (!naa_) return;
-    const std::string line = naa_->ReadLine(std::chrono::seconds(30));
-    if (line.rfind("port ", 0) == 0) port_ = uint16_t(std::stoi(line.substr(5)));
+    std::string line;
+    if (naa_->ExpectPrefix("port ", line)) port_ = uint16_t(std::stoi(line.substr(5)));
   }
   uint16_t port() const { return port_; }
   PeerProcess& naa() { return *naa_; }
@@ -958,7 +855,7 @@ TEST_P(E2eTest, NaaProcessKilledMidCallFailsPromptly) {
     return (*s)->Call(kSleep, Deadline::After(std::chrono::seconds(60)));
   });
   // Killed while its kernel runs (it says so when the kernel starts).
-  ASSERT_EQ(peer.naa().ReadLine(std::chrono::seconds(30)), "kernel " + std::to_string(kSleep));
+  ASSERT_TRUE(peer.naa().Expect("kernel " + std::to_string(kSleep)));
   peer.naa().Kill(SIGKILL);
   // kDisconnected (not the 60 s deadline): the host noticed the death.
   const Status st = call.get();
@@ -968,12 +865,12 @@ TEST_P(E2eTest, NaaProcessKilledMidCallFailsPromptly) {
 }
 
 TEST_P(E2eTest, HostProcessKilledMidCallLeavesNaaServingOthers) {
-  auto host = PeerProcess::Start({"host", "--transport=" + GetParam().transport,
+  auto host = PeerProcess::Start("peer_process", {"host", "--transport=" + GetParam().transport,
                                   "--address=" + address(), "--port=" + std::to_string(server_->port()),
                                   "--dialect=" + std::string(reference() ? "reference" : "spec"),
                                   "--sleep-ms=500"});
   ASSERT_NE(host, nullptr);
-  ASSERT_EQ(host->ReadLine(std::chrono::seconds(30)), "calling");
+  ASSERT_TRUE(host->Expect("calling"));
   // Killed while the NAA runs its call.
   ASSERT_TRUE(kernels_.WaitForCalls(1, Deadline::After(std::chrono::seconds(30))));
   host->Kill(SIGKILL);
