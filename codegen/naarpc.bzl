@@ -5,9 +5,13 @@
 
 yields :vector_naa (cc_library: vector.naa.h/.cc, include as
 "<package>/vector.naa.h") and :vector_naa_mock (gMock mocks:
-"<package>/vector.naa_mock.h"), like cc_grpc_library.
+"<package>/vector.naa_mock.h"), like cc_grpc_library. Two steps: the C++
+front-end //idl:naarpc_idlc validates the IDL and writes its IR
+(:vector_naa_ir, vector.naa.ir.json); codegen/naarpc_gen.py renders the IR
+with the Jinja2 templates.
 """
 
+_IDLC = Label("//idl:naarpc_idlc")
 _GEN = Label("//codegen:naarpc_gen")
 _GEN_FILES = Label("//codegen:generator_files")
 _SUPPORT = Label("//codegen:support")
@@ -17,24 +21,36 @@ def naarpc_cc_library(name, src, deps = [], visibility = None, testonly = False,
     if not src.endswith(".naa.yaml"):
         fail("naarpc_cc_library: src must end in .naa.yaml, got " + src)
     stem = src[:-len(".naa.yaml")]
+    ir = stem + ".naa.ir.json"
     hdr = stem + ".naa.h"
     cc = stem + ".naa.cc"
     mock = stem + ".naa_mock.h"
     pkg = native.package_name()
     include_prefix = pkg + ("/" + stem.rpartition("/")[0] if "/" in stem else "")
     native.genrule(
-        name = name + "_gen",
+        name = name + "_ir",
         srcs = [src],
-        outs = [hdr, cc, mock],
-        tools = [_GEN, _GEN_FILES],
-        cmd = ("/usr/bin/python3 $(location {gen}) $(location {src}) " +
-               "--out_dir $(@D)/{sub} --include_prefix {prefix} " +
-               "--idl_label {label}").format(
-            gen = str(_GEN),
+        outs = [ir],
+        tools = [_IDLC],
+        cmd = ("$(location {idlc}) $(location {src}) --include_prefix '{prefix}' " +
+               "--label '{label}' --out $@").format(
+            idlc = str(_IDLC),
             src = src,
-            sub = stem.rpartition("/")[0],
             prefix = include_prefix,
             label = (pkg + "/" if pkg else "") + src,
+        ),
+        testonly = testonly,
+        visibility = visibility,
+    )
+    native.genrule(
+        name = name + "_gen",
+        srcs = [ir],
+        outs = [hdr, cc, mock],
+        tools = [_GEN, _GEN_FILES],
+        cmd = "/usr/bin/python3 $(location {gen}) $(location {ir}) --out_dir $(@D)/{sub}".format(
+            gen = str(_GEN),
+            ir = ir,
+            sub = stem.rpartition("/")[0],
         ),
         testonly = testonly,
         visibility = ["//visibility:private"],

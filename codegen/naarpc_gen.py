@@ -1,88 +1,74 @@
 #!/usr/bin/python3
-"""naarpc code generator: *.naa.yaml -> <name>.naa.h, <name>.naa.cc, <name>.naa_mock.h.
+"""naarpc code generator, back-end: renders the IR of one IDL file (the JSON
+that idl/naarpc_idlc writes after validating it) into <stem>.naa.h,
+<stem>.naa.cc and <stem>.naa_mock.h.
 
 Usage:
-  naarpc_gen.py IDL --out_dir DIR [--include_prefix PKG] [--idl_label PATH]
-  naarpc_gen.py IDL --check          # validate only
-Exit status 0 on success, 1 on IDL errors (printed as file:line: error: ...),
-2 on usage errors. Never prints a traceback for a bad IDL.
+  naarpc_idlc X.naa.yaml --include_prefix DIR --out X.json
+  naarpc_gen.py X.json --out_dir DIR
+
+All parsing and validation of IDL files is the C++ front-end's (idl/); this
+script only renders. Exit status 0 on success, 2 on a usage or I/O problem
+(an IR it cannot read). Writes all three files or none.
 """
 import argparse
+import json
 import os
 import sys
+import types
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
-from diagnostics import Diagnostics, IdlError  # noqa: E402
-import loader  # noqa: E402
-import schema  # noqa: E402
-import validate  # noqa: E402
-
-DEFAULT_SCHEMA = os.path.join(_HERE, "..", "idl", "schema.yaml")
+IR_FORMAT = "naarpc-idl-ir/1"
 
 
-def parse(path, text=None, schema_path=DEFAULT_SCHEMA):
-    """Returns (IdlFile or None, Diagnostics)."""
-    diags = Diagnostics(path)
+def load_ir(path):
+    """The IR as nested attribute objects (what the templates expect)."""
+    with open(path, encoding="utf-8") as f:
+        ir = json.load(f, object_hook=lambda d: types.SimpleNamespace(**d))
+    if getattr(ir, "format", None) != IR_FORMAT:
+        raise ValueError("%s: not a naarpc IR (format %r, expected %r)"
+                         % (path, getattr(ir, "format", None), IR_FORMAT))
+    if not hasattr(ir, "files"):
+        raise ValueError("%s: the IR has no 'files' (run naarpc_idlc without --check)" % path)
+    return ir
+
+
+def write_all(out_dir, files):
+    """Writes every file under a temporary name, then renames them all."""
+    os.makedirs(out_dir, exist_ok=True)
+    tmp = []
     try:
-        doc = loader.load(path, text)
-    except IdlError as e:
-        diags.errors.append(e)
-        return None, diags
-    with open(schema_path, encoding="utf-8") as f:
-        import yaml
-        sch = yaml.safe_load(f)
-    schema.SchemaChecker(sch, diags).check(doc)
-    if diags.errors:
-        return None, diags
-    result = validate.Validator(path, doc, diags).run()
-    if diags.errors:
-        return None, diags
-    return result, diags
+        for name, content in files.items():
+            t = os.path.join(out_dir, name + ".tmp")
+            with open(t, "w", encoding="utf-8") as f:
+                f.write(content)
+            tmp.append((t, os.path.join(out_dir, name)))
+        for t, final in tmp:
+            os.replace(t, final)
+    finally:
+        for t, _ in tmp:
+            if os.path.exists(t):
+                os.remove(t)
 
 
 def main(argv):
-    ap = argparse.ArgumentParser(description="naarpc IDL code generator")
-    ap.add_argument("idl", help="the *.naa.yaml file")
-    ap.add_argument("--out_dir", help="where to write the generated files")
-    ap.add_argument("--include_prefix", default="",
-                    help="directory of the generated files as #included (e.g. services/vector)")
-    ap.add_argument("--idl_label", default=None,
-                    help="IDL path named in the generated banner (default: the path given)")
-    ap.add_argument("--schema", default=DEFAULT_SCHEMA)
-    ap.add_argument("--check", action="store_true", help="validate only")
+    ap = argparse.ArgumentParser(description="naarpc code generator (renders naarpc_idlc's IR)")
+    ap.add_argument("ir", help="the IR as JSON, from naarpc_idlc")
+    ap.add_argument("--out_dir", required=True, help="where to write the generated files")
     args = ap.parse_args(argv)
-    if not args.check and not args.out_dir:
-        ap.error("--out_dir is required unless --check")
-    base = os.path.basename(args.idl)
-    if not base.endswith(".naa.yaml"):
-        print("%s: error: IDL file names must end in .naa.yaml" % args.idl, file=sys.stderr)
-        return 2
-    shown = args.idl_label or args.idl
     try:
-        with open(args.idl, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        print("%s: error: cannot read: %s" % (args.idl, e.strerror), file=sys.stderr)
-        return 1
-    idl, diags = parse(shown, text, args.schema)
-    for w in diags.warnings:
-        print(w, file=sys.stderr)
-    for e in diags.errors:
-        print(str(e), file=sys.stderr)
-    if idl is None:
-        print("%s: %d error(s); nothing generated" % (shown, len(diags.errors)), file=sys.stderr)
-        return 1
-    if args.check:
-        return 0
+        ir = load_ir(args.ir)
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        print("naarpc_gen.py: error: %s" % e, file=sys.stderr)
+        return 2
     import render  # jinja2 only needed for output
-    stem = base[: -len(".naa.yaml")]
-    files = render.render_all(idl, stem, args.include_prefix)
-    os.makedirs(args.out_dir, exist_ok=True)
-    for name, content in files.items():
-        with open(os.path.join(args.out_dir, name), "w", encoding="utf-8") as f:
-            f.write(content)
+    try:
+        write_all(args.out_dir, render.render_all(ir))
+    except OSError as e:
+        print("naarpc_gen.py: error: cannot write to %s: %s" % (args.out_dir, e), file=sys.stderr)
+        return 2
     return 0
 
 

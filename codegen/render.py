@@ -1,4 +1,6 @@
-"""Renders the IR with the Jinja2 templates in templates/ (one per section)."""
+"""Renders the IR (the JSON of naarpc_idlc, as attribute objects) with the
+Jinja2 templates in templates/. No parsing or validation here: the IR is
+already checked and every name in it is final (idl/)."""
 import os
 import re
 import textwrap
@@ -7,19 +9,51 @@ import jinja2
 
 _TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
+# Characters that must not reach a // comment as themselves: C0/C1 controls
+# (except tab) and the bidirectional controls gcc warns about (-Wbidi-chars).
+_UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _comment_safe(line):
+    """One line of comment text: unsafe characters as <U+XXXX>, and never a
+    trailing backslash (or ??/), which would continue the comment onto the
+    next line of code."""
+    line = _UNSAFE.sub(lambda m: "<U+%04X>" % ord(m.group(0)), line).rstrip()
+    if line.endswith("\\") or line.endswith("??/"):
+        line += " //"
+    return line
+
+
+def _lines(text):
+    return re.split(r"\r\n|\r|\n", text)
+
 
 def hex_(n):
     return "0x%02x" % n
 
 
 def comment(text, indent=""):
+    """A block of // lines, wrapped at 80 columns."""
     text = (text or "").strip()
     if not text:
         return ""
     lines = []
-    for para in text.splitlines():
+    for para in _lines(text):
         lines.extend(textwrap.wrap(para, 76 - len(indent)) or [""])
+    lines = [_comment_safe(l) for l in lines]
     return "\n".join("%s// %s" % (indent, l) if l else indent + "//" for l in lines)
+
+
+def doc_continued(text, indent="  "):
+    """The rest of a // line that already started; further lines of a
+    multi-line doc continue as // lines at `indent`."""
+    lines = [_comment_safe(l) for l in _lines((text or "").strip())]
+    return "\n".join([lines[0]] + ["%s//%s" % (indent, " " + l if l else "") for l in lines[1:]])
+
+
+def doc_inline(text):
+    """A doc squeezed onto the end of one // line."""
+    return _comment_safe(" ".join((text or "").split()))
 
 
 def param_summary(p):
@@ -29,29 +63,15 @@ def param_summary(p):
         s += ", single-send"
     if p.doc:
         s += "; " + " ".join(p.doc.split())
-    return s
+    return _comment_safe(s)
 
 
 def client_arg(p):
-    t = p.type.cpp
-    if p.scalar:
-        return ("%s %s" if p.direction == "in" else "%s* %s") % (t, p.name)
-    if p.direction == "in":
-        return "std::span<const %s> %s" % (t, p.name)
-    if p.variable:
-        return "std::vector<%s>* %s" % (t, p.name)
-    return "std::span<%s> %s" % (t, p.name)
+    return "%s %s" % (p.cpp.client_type, p.name)
 
 
 def kernel_arg(p):
-    t = p.type.cpp
-    if p.scalar:
-        return ("%s %s" if p.direction == "in" else "%s& %s") % (t, p.name)
-    if p.direction == "in":
-        return "std::span<const %s> %s" % (t, p.name)
-    if p.variable:
-        return "naarpc::codegen::VarSpan<%s>& %s" % (t, p.name)
-    return "std::span<%s> %s" % (t, p.name)
+    return "%s %s" % (p.cpp.kernel_type, p.name)
 
 
 def kernel_value(p):
@@ -102,41 +122,43 @@ def size_check(p, rname):
 
 def copy_in(p):
     if p.scalar:
-        return "  naarpc_c.%s()[0] = %s%s;" % (p.name, "" if p.direction == "in" else "*",
+        return "  naarpc_c.%s()[0] = %s%s;" % (p.cpp.accessor, "" if p.direction == "in" else "*",
                                               p.name)
     ptr = p.variable and p.direction != "in"  # std::vector<T>* argument
     data = "%s->data()" % p.name if ptr else "%s.data()" % p.name
     n = "%s->size()" % p.name if ptr else "%s.size()" % p.name
     lines = ["  if (%s != 0) {" % n,
              "    std::memcpy(naarpc_c.%s().data(), %s, %s * sizeof(%s));"
-             % (p.name, data, n, p.type.cpp),
+             % (p.cpp.accessor, data, n, p.type.cpp),
              "  }"]
     if p.variable:
-        lines.append("  naarpc_c.set_%s_size(%s);" % (p.name, n))
+        lines.append("  naarpc_c.%s(%s);" % (p.cpp.size_setter, n))
     return "\n".join(lines)
 
 
 def copy_out(p):
     if p.scalar:
-        return "  *%s = naarpc_c.%s()[0];" % (p.name, p.name)
+        return "  *%s = naarpc_c.%s()[0];" % (p.name, p.cpp.accessor)
     if p.variable:
         return "\n".join([
             "  {",
-            "    const auto naarpc_out = naarpc_c.%s().first(naarpc_c.%s_size());" % (p.name, p.name),
+            "    const auto naarpc_out = naarpc_c.%s().first(naarpc_c.%s());"
+            % (p.cpp.accessor, p.cpp.size_getter),
             "    %s->assign(naarpc_out.begin(), naarpc_out.end());" % p.name,
             "  }"])
     return "  std::memcpy(%s.data(), naarpc_c.%s().data(), %s.size() * sizeof(%s));" % (
-        p.name, p.name, p.name, p.type.cpp)
+        p.name, p.cpp.accessor, p.name, p.type.cpp)
 
 
 def send_length(p):
     if p.variable and p.is_input:
-        return "naarpc::codegen::kLengthHeaderSize + %s_size_ * sizeof(%s)" % (p.name, p.type.cpp)
+        return "naarpc::codegen::kLengthHeaderSize + %s * sizeof(%s)" % (
+            p.cpp.size_member, p.type.cpp)
     return str(p.region_bytes)
 
 
 def pool(r):
-    return "pool_%s_" % re.sub(r"(?<!^)(?=[A-Z])", "_", r.name).lower()
+    return r.cpp.pool_member
 
 
 def _env():
@@ -147,25 +169,25 @@ def _env():
                        client_arg=client_arg, kernel_arg=kernel_arg, kernel_value=kernel_value,
                        size_check=size_check, copy_in=copy_in, copy_out=copy_out, pool=pool,
                        send_length=send_length)
+    env.filters.update(doc_continued=doc_continued, doc_inline=doc_inline)
     return env
 
 
-def _guard(path):
-    return re.sub(r"[^A-Za-z0-9]", "_", path).upper() + "_"
-
-
-def render_all(idl, stem, include_prefix):
+def render_all(idl):
+    """Returns {file name: content} for the IR's three files."""
     env = _env()
-    prefix = include_prefix.strip("/")
-    header = (prefix + "/" if prefix else "") + stem + ".naa.h"
-    mock = (prefix + "/" if prefix else "") + stem + ".naa_mock.h"
+    files = idl.files
+    path = " ".join(_lines(idl.path))
     banner = ("// Generated by the naarpc code generator (codegen/naarpc_gen.py) from\n"
-              "// %s. DO NOT EDIT: change the IDL and rebuild." % idl.path)
-    common = dict(idl=idl, banner=banner, include_path=header)
+              "// %s. DO NOT EDIT: change the IDL and rebuild." % _comment_safe(path))
+    common = dict(idl=idl, banner=banner, include_path=files.header)
+    stem = files.stem
     out = {
-        stem + ".naa.h": env.get_template("header.h.j2").render(guard=_guard(header), **common),
+        stem + ".naa.h": env.get_template("header.h.j2").render(guard=files.header_guard,
+                                                               **common),
         stem + ".naa.cc": env.get_template("source.cc.j2").render(**common),
-        stem + ".naa_mock.h": env.get_template("mock.h.j2").render(guard=_guard(mock), **common),
+        stem + ".naa_mock.h": env.get_template("mock.h.j2").render(guard=files.mock_guard,
+                                                                  **common),
     }
     # Collapse runs of blank lines left by template control blocks.
     return {k: re.sub(r"\n{3,}", "\n\n", v) for k, v in out.items()}

@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 
+#include <tuple>
+
 #include "tests/codegen/testdata/golden.naa.h"
 
 namespace naarpc::testing::golden {

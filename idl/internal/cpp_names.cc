@@ -1,0 +1,136 @@
+#include "idl/internal/cpp_names.h"
+
+#include <algorithm>
+#include <cctype>
+#include <iterator>
+
+namespace naarpc::idl::internal {
+namespace {
+
+// Sorted (checked by std::is_sorted in the test).
+constexpr std::string_view kReservedWords[] = {
+    "NULL", "alignas", "alignof", "and", "and_eq", "asm", "assert", "atomic_cancel",
+    "atomic_commit", "atomic_noexcept", "auto", "bitand", "bitor", "bool", "break", "case",
+    "catch", "char", "char16_t", "char32_t", "char8_t", "class", "co_await", "co_return",
+    "co_yield", "compl", "concept", "const", "const_cast", "consteval", "constexpr",
+    "constinit", "continue", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "errno", "explicit", "export", "extern", "false", "final", "float", "for",
+    "friend", "goto", "if", "import", "inline", "int", "int16_t", "int32_t", "int64_t",
+    "int8_t", "long", "module", "mutable", "naarpc", "namespace", "new", "noexcept", "not",
+    "not_eq", "nullptr", "offsetof", "operator", "or", "or_eq", "override", "private",
+    "protected", "public", "reflexpr", "register", "reinterpret_cast", "requires", "return",
+    "short", "signed", "size_t", "sizeof", "static", "static_assert", "static_cast", "std",
+    "struct", "switch", "synchronized", "template", "this", "thread_local", "throw", "true",
+    "try", "typedef", "typeid", "typename", "uint16_t", "uint32_t", "uint64_t", "uint8_t",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor",
+    "xor_eq",
+};
+
+constexpr std::string_view kHeaderMacros[] = {
+#include "idl/internal/cpp_macros.inc"
+};
+
+std::string ClientType(const Param& p) {
+  const std::string t(Describe(p.type).cpp);
+  if (p.scalar()) return p.direction == Direction::kIn ? t : t + "*";
+  if (p.direction == Direction::kIn) return "std::span<const " + t + ">";
+  if (p.variable) return "std::vector<" + t + ">*";
+  return "std::span<" + t + ">";
+}
+
+std::string KernelType(const Param& p) {
+  const std::string t(Describe(p.type).cpp);
+  if (p.scalar()) return p.direction == Direction::kIn ? t : t + "&";
+  if (p.direction == Direction::kIn) return "std::span<const " + t + ">";
+  if (p.variable) return "naarpc::codegen::VarSpan<" + t + ">&";
+  return "std::span<" + t + ">";
+}
+
+}  // namespace
+
+bool IsReservedWord(std::string_view name) {
+  return std::binary_search(std::begin(kReservedWords), std::end(kReservedWords), name);
+}
+
+bool IsHeaderMacro(std::string_view name) {
+  return std::binary_search(std::begin(kHeaderMacros), std::end(kHeaderMacros), name);
+}
+
+std::string BadIdentifier(std::string_view name) {
+  const std::string q = "'" + std::string(name) + "'";
+  if (IsReservedWord(name)) return q + " is a C++ keyword or reserved name";
+  if (name.find("__") != std::string_view::npos ||
+      (name.size() >= 2 && name[0] == '_' && (std::isupper(static_cast<unsigned char>(name[1])) ||
+                                              name[1] == '_'))) {
+    return q + " is reserved in C++ (double underscore or _Uppercase)";
+  }
+  std::string lower;
+  for (char c : name.substr(0, 7)) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "naarpc_") return q + " uses the prefix 'naarpc_' reserved for generated code";
+  return "";
+}
+
+std::string PascalFromUpperSnake(std::string_view name) {
+  std::string out;
+  bool start = true;
+  for (char c : name) {
+    if (c == '_') {
+      start = true;
+      continue;
+    }
+    const unsigned char u = static_cast<unsigned char>(c);
+    out += static_cast<char>(start ? std::toupper(u) : std::tolower(u));
+    start = false;
+  }
+  return out;
+}
+
+std::string SnakeFromCamel(std::string_view name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char u = static_cast<unsigned char>(name[i]);
+    if (i > 0 && std::isupper(u)) out += '_';
+    out += static_cast<char>(std::tolower(u));
+  }
+  return out;
+}
+
+void AssignCppNames(IdlFile& idl) {
+  for (Service& s : idl.services) {
+    const std::string& S = s.name;
+    s.cpp = {S + "Error", S + "ErrorName", S + "ErrorFromStatus", S + "ClientInterface",
+             S + "Client", S + "Service", "Mock" + S + "Client"};
+    for (ErrorCode& e : s.errors) e.enumerator = "k" + PascalFromUpperSnake(e.name);
+    for (Routine& r : s.routines) {
+      const std::string& R = r.name;
+      for (ErrorCode& e : r.errors) e.enumerator = "k" + PascalFromUpperSnake(e.name);
+      r.cpp.method = R;
+      r.cpp.async_method = R + "Async";
+      r.cpp.call_class = R + "Call";
+      r.cpp.new_call = "New" + R + "Call";
+      r.cpp.function_code_constant = "k" + R + "FunctionCode";
+      r.cpp.default_deadline_constant = "k" + R + "DefaultDeadline";
+      r.cpp.timeout_constant = "k" + R + "Timeout";
+      r.cpp.handler = "Handle" + R;
+      r.cpp.pool_member = "pool_" + SnakeFromCamel(R) + "_";
+      r.cpp.regions_helper = S + R + "Regions";
+      // The callback form of <R>Async has the most arguments: params,
+      // done, deadline.
+      r.cpp.mock_packs_arguments = r.params.size() + 2 > kMaxMockArguments;
+      r.cpp.mock_args_type = r.cpp.mock_packs_arguments ? R + "Args" : "";
+      for (Param& p : r.params) {
+        p.cpp.client_type = ClientType(p);
+        p.cpp.kernel_type = KernelType(p);
+        p.cpp.accessor = p.name;
+        p.cpp.size_getter = p.variable ? p.name + "_size" : "";
+        p.cpp.size_setter = p.variable && p.is_input() ? "set_" + p.name + "_size" : "";
+        p.cpp.size_member = p.variable ? p.name + "_size_" : "";
+      }
+      for (Internal& i : r.internals) {
+        i.cpp.kernel_type = "std::span<" + std::string(Describe(i.type).cpp) + ">";
+      }
+    }
+  }
+}
+
+}  // namespace naarpc::idl::internal

@@ -1,0 +1,299 @@
+#include "idl/internal/yaml_tree.h"
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/exceptions.h>
+#include <yaml-cpp/mark.h>
+#include <yaml-cpp/parser.h>
+
+#include <exception>
+#include <new>
+#include <sstream>
+#include <utility>
+
+namespace naarpc::idl::internal {
+namespace {
+
+constexpr std::string_view kCoreTagPrefix = "tag:yaml.org,2002:";
+
+// Thrown from the event handler to stop yaml-cpp (never leaves this file).
+struct StopParsing {};
+
+std::string ShortTag(const std::string& tag) {
+  if (tag.compare(0, kCoreTagPrefix.size(), kCoreTagPrefix) == 0) {
+    return "!!" + tag.substr(kCoreTagPrefix.size());
+  }
+  return tag;
+}
+
+// yaml-cpp's messages with what usually causes them.
+std::string ExplainSyntaxError(const std::string& msg) {
+  struct Hint {
+    std::string_view yaml_cpp;
+    std::string_view hint;
+  };
+  static constexpr Hint kHints[] = {
+      {"end of map not found", "check the indentation"},
+      {"end of sequence not found", "check the indentation"},
+      {"end of map flow not found", "a '}' is missing"},
+      {"end of sequence flow not found", "a ']' is missing"},
+      {"illegal map value",
+       "a ':' where YAML does not allow one (check the indentation; quote values that "
+       "contain ': ')"},
+      {"illegal block entry", "a '- ' entry where YAML does not allow one (check the "
+                              "indentation)"},
+      {"illegal tab when looking for indentation", "YAML indents with spaces, not tabs"},
+      {"illegal flow end", "a ']' or '}' without its opening bracket"},
+      {"the referenced anchor is not defined",
+       "an alias (*name) without its anchor; the IDL supports neither"},
+  };
+  for (const Hint& h : kHints) {
+    if (msg == h.yaml_cpp) return msg + ": " + std::string(h.hint);
+  }
+  return msg;
+}
+
+class TreeBuilder final : public YAML::EventHandler {
+ public:
+  TreeBuilder(const LineIndex& lines, Sink& sink) : lines_(lines), sink_(sink) {}
+
+  std::optional<YamlNode>& root() { return root_; }
+
+  // The innermost collection being parsed, for syntax-error context.
+  std::string Context() const {
+    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) {
+      const YamlNode& n = *it->node;
+      const char* what = n.kind == YamlNode::Kind::kMapping ? "mapping" : "list";
+      const Location at = n.location;
+      return std::string(" (while parsing the ") + (it->flow ? "flow " : "block ") + what +
+             " that starts at line " + std::to_string(at.line) + ", column " +
+             std::to_string(at.column) + ")";
+    }
+    return "";
+  }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    YamlNode n;
+    n.kind = YamlNode::Kind::kNull;
+    n.location = At(mark);
+    Place(std::move(n));
+  }
+
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    YamlNode n;
+    n.kind = YamlNode::Kind::kInvalid;
+    n.location = At(mark);
+    if (!InMergeKeyValue()) {
+      const std::string name =
+          anchor >= 1 && anchor <= anchors_.size() ? anchors_[anchor - 1] : "?";
+      sink_.Error(n.location, "", "alias '*" + name + "': anchors and aliases are not "
+                                  "supported by the IDL; write the content out");
+    }
+    Place(std::move(n));
+  }
+
+  void OnAnchor(const YAML::Mark& mark, const std::string& name) override {
+    anchors_.push_back(name);
+    sink_.Error(At(mark), "", "anchor '&" + name + "': anchors and aliases are not "
+                              "supported by the IDL; write the content out");
+  }
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                const std::string& value) override {
+    YamlNode n;
+    n.kind = YamlNode::Kind::kScalar;
+    n.location = At(mark);
+    n.value = value;
+    if (tag == "?") {
+      n.plain = true;
+    } else if (tag != "!") {
+      n.tag = ShortTag(tag);
+      if (n.tag == "!!null") {
+        if (!value.empty()) BadTag(n, "a scalar that is not empty");
+        else n.kind = YamlNode::Kind::kNull;
+      } else if (n.tag != "!!str" && n.tag != "!!int" && n.tag != "!!bool" &&
+                 n.tag != "!!float") {
+        BadTag(n, "a scalar");
+      }
+    }
+    Place(std::move(n));
+  }
+
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                       YAML::EmitterStyle::value style) override {
+    Open(mark, tag, style, YamlNode::Kind::kSequence, "!!seq");
+  }
+  void OnSequenceEnd() override { Close(); }
+
+  void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                  YAML::EmitterStyle::value style) override {
+    Open(mark, tag, style, YamlNode::Kind::kMapping, "!!map");
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Frame {
+    YamlNode* node;
+    bool flow;
+    bool expect_key;    // mappings: the next node is a key
+    bool invalid;       // collection with a bad tag: becomes kInvalid when closed
+  };
+
+  Location At(const YAML::Mark& mark) const {
+    return lines_.At(mark.pos < 0 ? 0 : static_cast<size_t>(mark.pos));
+  }
+
+  void BadTag(YamlNode& n, const char* what) {
+    sink_.Error(n.location, "", "tag '" + n.tag + "' on " + what +
+                                    " is not supported by the IDL (only !!str, !!int, "
+                                    "!!bool, !!null, !!seq and !!map)");
+    n.kind = YamlNode::Kind::kInvalid;
+  }
+
+  // True while placing the value of a `<<` key (reported as a merge key).
+  bool InMergeKeyValue() const {
+    if (stack_.empty()) return false;
+    const Frame& f = stack_.back();
+    if (f.node->kind != YamlNode::Kind::kMapping || f.expect_key) return false;
+    const YamlNode& key = f.node->entries.back().key;
+    return key.plain && key.value == "<<";
+  }
+
+  YamlNode* Place(YamlNode&& n) {
+    if (stack_.empty()) {
+      if (root_) throw StopParsing{};  // cannot happen: one document per call
+      root_ = std::move(n);
+      return &*root_;
+    }
+    Frame& f = stack_.back();
+    YamlNode& parent = *f.node;
+    if (parent.kind == YamlNode::Kind::kSequence) {
+      parent.items.push_back(std::move(n));
+      return &parent.items.back();
+    }
+    if (f.expect_key) {
+      f.expect_key = false;
+      parent.entries.push_back(YamlEntry{std::move(n), YamlNode{}});
+      return &parent.entries.back().key;
+    }
+    f.expect_key = true;
+    YamlNode& v = parent.entries.back().value;
+    v = std::move(n);
+    return &v;
+  }
+
+  void Open(const YAML::Mark& mark, const std::string& tag, YAML::EmitterStyle::value style,
+            YamlNode::Kind kind, const char* own_tag) {
+    YamlNode n;
+    n.kind = kind;
+    n.location = At(mark);
+    bool invalid = false;
+    if (tag != "?" && tag != "!" && !tag.empty()) {
+      const std::string t = ShortTag(tag);
+      if (t != own_tag) {
+        sink_.Error(n.location, "",
+                    "tag '" + t + "' on a " +
+                        (kind == YamlNode::Kind::kMapping ? "mapping" : "list") +
+                        " is not supported by the IDL");
+        invalid = true;
+      }
+    }
+    if (static_cast<int>(stack_.size()) + 1 > kMaxYamlDepth) {
+      sink_.Error(n.location, "",
+                  "YAML nesting deeper than " + std::to_string(kMaxYamlDepth) +
+                      " levels (an IDL file needs 7)");
+      throw StopParsing{};
+    }
+    YamlNode* placed = Place(std::move(n));
+    stack_.push_back(Frame{placed, style == YAML::EmitterStyle::Flow, true, invalid});
+  }
+
+  void Close() {
+    if (stack_.empty()) return;
+    if (stack_.back().invalid) stack_.back().node->kind = YamlNode::Kind::kInvalid;
+    stack_.pop_back();
+  }
+
+  const LineIndex& lines_;
+  Sink& sink_;
+  std::optional<YamlNode> root_;
+  std::vector<Frame> stack_;
+  std::vector<std::string> anchors_;
+};
+
+// Only notices that a second document starts.
+class DocumentProbe final : public YAML::EventHandler {
+ public:
+  explicit DocumentProbe(const LineIndex& lines) : lines_(lines) {}
+  std::optional<Location> start;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    start = lines_.At(mark.pos < 0 ? 0 : static_cast<size_t>(mark.pos));
+    throw StopParsing{};
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  const LineIndex& lines_;
+};
+
+}  // namespace
+
+std::optional<YamlNode> ParseYaml(std::string_view text, const LineIndex& lines, Sink& sink) {
+  std::istringstream in{std::string(text)};
+  TreeBuilder builder(lines, sink);
+  const int errors_before = sink.error_count();
+  try {
+    YAML::Parser parser(in);
+    if (!parser.HandleNextDocument(builder)) {
+      sink.Error({1, 1}, "", "empty IDL file (no YAML document)");
+      return std::nullopt;
+    }
+    DocumentProbe probe(lines);
+    try {
+      parser.HandleNextDocument(probe);
+    } catch (const StopParsing&) {
+    } catch (const YAML::Exception&) {
+      // An error inside the second document: the second document is the error.
+    }
+    if (probe.start) {
+      sink.Error(*probe.start, "",
+                 "a second YAML document ('---'); an IDL file holds exactly one");
+    }
+  } catch (const StopParsing&) {
+    return std::nullopt;  // reported by the builder
+  } catch (const YAML::Exception& e) {
+    const Location at = e.mark.is_null() ? Location{} : lines.At(static_cast<size_t>(
+                                                            e.mark.pos < 0 ? 0 : e.mark.pos));
+    sink.Error(at, "", "YAML syntax error: " + ExplainSyntaxError(e.msg) + builder.Context());
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    sink.Error({}, "", "out of memory while parsing the YAML");
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    sink.Error({}, "", std::string("YAML parser failed: ") + e.what());
+    return std::nullopt;
+  }
+  if (!builder.root()) {
+    sink.Error({1, 1}, "", "empty IDL file (no YAML document)");
+    return std::nullopt;
+  }
+  if (sink.error_count() > errors_before && builder.root()->kind == YamlNode::Kind::kInvalid) {
+    return std::nullopt;
+  }
+  return std::move(builder.root());
+}
+
+}  // namespace naarpc::idl::internal

@@ -1,0 +1,167 @@
+// The typed IR of a validated IDL file (docs/idl.md): what the generator
+// renders and what a program walks to call routines dynamically. Every
+// value is normalised (defaults filled in) and every C++ name the generated
+// code declares for a declaration is spelled out in its `cpp` member.
+#ifndef NAARPC_IDL_IR_H_
+#define NAARPC_IDL_IR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idl/diagnostic.h"
+
+namespace naarpc::idl {
+
+// Variable-length parameters start with a big-endian u64 element count.
+inline constexpr uint64_t kLengthHeaderBytes = 8;
+
+enum class ElementType : uint8_t { kU8, kU16, kU32, kU64, kI8, kI16, kI32, kI64, kF32, kF64, kBytes };
+
+struct ElementTypeInfo {
+  std::string_view idl;  // "f32"
+  std::string_view cpp;  // "float"
+  uint32_t size;         // bytes
+};
+const ElementTypeInfo& Describe(ElementType type);
+std::optional<ElementType> ParseElementType(std::string_view idl_name);
+
+enum class Direction : uint8_t { kIn, kOut, kInOut };
+std::string_view DirectionName(Direction d);  // "in", "out", "inout"
+
+struct ErrorCode {
+  std::string name;        // UPPER_SNAKE_CASE as in the IDL
+  uint8_t code = 0;        // 0x10..0x7f
+  std::string doc;
+  std::string routine;     // the declaring routine; empty = service-wide
+  Location location;
+  std::string enumerator;  // kPascalCase, in enum class <Service>Error
+};
+
+struct Param {
+  std::string name;
+  size_t index = 0;        // region index (parameters come first)
+  ElementType type = ElementType::kU8;
+  uint64_t count = 0;      // fixed element count, or the maximum if variable
+  bool variable = false;   // `max:` (length header) rather than `size:`
+  Direction direction = Direction::kIn;
+  bool single_send = false;
+  std::string doc;
+  Location location;
+
+  bool is_input() const { return direction != Direction::kOut; }
+  bool is_output() const { return direction != Direction::kIn; }
+  // size: 1 -> passed by value (in) or pointer/reference (out, inout).
+  bool scalar() const { return !variable && count == 1; }
+  uint64_t data_bytes() const { return count * Describe(type).size; }
+  uint64_t region_bytes() const { return data_bytes() + data_offset(); }
+  uint64_t data_offset() const { return variable ? kLengthHeaderBytes : 0; }
+  // Reference-dialect MRSP flags of the region (0x04 in, 0x08 out, 0x02
+  // single send).
+  uint8_t expected_flags() const;
+
+  struct Cpp {
+    std::string client_type;  // stub argument type ("std::span<const float>")
+    std::string kernel_type;  // kernel argument type
+    std::string accessor;     // <R>Call::<p>()
+    std::string size_getter;  // <R>Call::<p>_size()   (variable only)
+    std::string size_setter;  // <R>Call::set_<p>_size (variable inputs only)
+    std::string size_member;  // <R>Call::<p>_size_    (variable only)
+  } cpp;
+};
+
+struct Internal {
+  std::string name;
+  size_t index = 0;        // index among the routine's internal regions
+  ElementType type = ElementType::kU8;
+  uint64_t count = 0;
+  uint64_t naa_address = 0;  // 0 = the NAA chooses
+  std::string doc;
+  Location location;
+
+  uint64_t region_bytes() const { return count * Describe(type).size; }
+
+  struct Cpp {
+    std::string kernel_type;  // "std::span<float>"
+  } cpp;
+};
+
+struct Routine {
+  std::string name;
+  uint8_t code = 0;            // function code 1..127
+  std::string doc;
+  uint32_t timeout_ms = 0;     // kernel timeout
+  uint32_t deadline_ms = 0;    // client default deadline
+  std::vector<Param> params;
+  std::vector<Internal> internals;
+  std::vector<ErrorCode> errors;  // the errors this routine declares
+  Location location;
+
+  bool has_variable() const;
+  uint64_t total_bytes() const;  // all parameter and internal regions
+  // Regions of one call (parameters + internal; the spec dialect adds a
+  // metadata region on the wire).
+  size_t region_count() const { return params.size() + internals.size(); }
+  const Param* FindParam(std::string_view name) const;
+
+  struct Cpp {
+    std::string method;                     // <R>
+    std::string async_method;               // <R>Async
+    std::string call_class;                 // <R>Call
+    std::string new_call;                   // New<R>Call
+    std::string function_code_constant;     // k<R>FunctionCode
+    std::string default_deadline_constant;  // k<R>DefaultDeadline
+    std::string timeout_constant;           // k<R>Timeout
+    std::string handler;                    // Handle<R> (skeleton, private)
+    std::string pool_member;                // pool_<snake>_
+    std::string regions_helper;             // <Service><R>Regions (.cc)
+    // gMock's MOCK_METHOD takes at most kMaxMockArguments arguments; a
+    // routine whose async form needs more is mocked with its arguments
+    // packed in a std::tuple named mock_args_type.
+    bool mock_packs_arguments = false;
+    std::string mock_args_type;             // <R>Args (when packed)
+  } cpp;
+};
+
+// gMock's MOCK_METHOD limit (arguments per mocked method).
+inline constexpr size_t kMaxMockArguments = 15;
+
+struct Service {
+  std::string name;
+  std::string doc;
+  uint32_t timeout_ms = 0;  // default kernel timeout of its routines
+  std::vector<Routine> routines;
+  // Every application error of the service: service-wide first, then each
+  // routine's, in IDL order. Names and codes are unique.
+  std::vector<ErrorCode> errors;
+  Location location;
+
+  const Routine* FindRoutine(std::string_view name) const;
+  const Routine* FindRoutineByCode(uint8_t code) const;
+
+  struct Cpp {
+    std::string error_enum;                  // <S>Error
+    std::string error_name_function;         // <S>ErrorName
+    std::string error_from_status_function;  // <S>ErrorFromStatus
+    std::string client_interface;            // <S>ClientInterface
+    std::string client;                      // <S>Client
+    std::string service;                     // <S>Service
+    std::string mock;                        // Mock<S>Client
+  } cpp;
+};
+
+struct IdlFile {
+  std::string path;       // as shown in diagnostics and generated banners
+  std::string package;    // "a.b.c"
+  std::string cpp_namespace;  // "a::b::c"
+  std::string doc;
+  std::vector<Service> services;
+
+  const Service* FindService(std::string_view name) const;
+};
+
+}  // namespace naarpc::idl
+
+#endif  // NAARPC_IDL_IR_H_
