@@ -9,12 +9,12 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <string>
-#include <thread>
 
 #include "runtime/client_session.h"
 #include "runtime/naa_server.h"
@@ -29,20 +29,42 @@ using namespace std::chrono_literals;
 
 constexpr uint8_t kBlockingCall = 1;
 
+// Hang guard: the deadline of waits that end by themselves (a call that the
+// device removal must end, a kernel that must be reached or released). It
+// times nothing: it only turns a hang into a failure, and is generous so
+// that no loaded machine (or TCG guest) ever reaches it.
+constexpr auto kHangGuard = 60s;
+
 // Holds each call until released (so the call is in flight while the device
 // goes away), then echoes.
 class BlockingKernel : public NaaHandler {
  public:
   uint8_t Handle(NaaCall& call) override {
-    entered_.store(true);
-    const auto give_up = std::chrono::steady_clock::now() + 30s;
-    while (!released_.load() && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::sleep_for(1ms);
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    // Never holds a call past the hang guard.
+    cv_.wait_for(lock, kHangGuard, [this] { return released_; });
     return call.function_code == kBlockingCall ? kNaaStatusSuccess : kNaaStatusUnknownFunction;
   }
-  std::atomic<bool> entered_{false};
-  std::atomic<bool> released_{false};
+  // Lets held and later calls through (true) or holds them (false).
+  void SetReleased(bool released) {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = released;
+    if (!released) entered_ = false;
+    cv_.notify_all();
+  }
+  // Waits until a call is in the kernel; false if none came (hang guard).
+  bool WaitEntered() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [this] { return entered_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool entered_ = false;
+  bool released_ = false;
 };
 
 std::string DeviceName() {
@@ -61,14 +83,10 @@ pid_t SpawnLinkDelete(const std::string& dev) {
   return pid;
 }
 
-// Waits up to `limit` for `pid`; its exit status, or -1 if still running.
-int WaitFor(pid_t pid, std::chrono::seconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::this_thread::sleep_for(20ms);
-  }
+// `pid`'s exit status if it has ended, else -1 (does not wait).
+int ExitStatusIfEnded(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   return -1;
 }
 
@@ -96,56 +114,58 @@ TEST(DeviceRemoval, CallInFlightFailsPromptlyAndEverythingTearsDown) {
   ASSERT_TRUE(session.ok()) << session.status().ToString();
 
   // One call works before the device goes away.
-  kernel.released_.store(true);
-  ASSERT_TRUE((*session)->Call(kBlockingCall, Deadline::After(10s)).ok());
-  kernel.released_.store(false);
-  kernel.entered_.store(false);
+  kernel.SetReleased(true);
+  ASSERT_TRUE((*session)->Call(kBlockingCall, Deadline::After(kHangGuard)).ok());
+  kernel.SetReleased(false);
 
-  // A call in flight: the NAA's kernel holds it.
+  // A call in flight: the NAA's kernel holds it. Its deadline is a hang
+  // guard: only the device removal may end it (its status says which).
   auto call = std::async(std::launch::async, [&] {
     const auto start = std::chrono::steady_clock::now();
-    Status s = (*session)->Call(kBlockingCall, Deadline::After(60s));
+    Status s = (*session)->Call(kBlockingCall, Deadline::After(kHangGuard));
     return std::make_pair(s, std::chrono::steady_clock::now() - start);
   });
-  for (int i = 0; i < 1000 && !kernel.entered_.load(); ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_TRUE(kernel.entered_.load()) << "the call never reached the kernel";
+  ASSERT_TRUE(kernel.WaitEntered()) << "the call never reached the kernel";
 
   const auto removed_at = std::chrono::steady_clock::now();
   const pid_t rdma = SpawnLinkDelete(DeviceName());
   ASSERT_GT(rdma, 0) << "cannot start `rdma link delete " << DeviceName() << "`";
 
-  ASSERT_EQ(call.wait_for(30s), std::future_status::ready)
-      << "the call did not end within 30 s of the device removal";
   auto [status, took] = call.get();
+  // Diagnostics only (how long it took is for bench/, not asserted).
   const auto since_removal = std::chrono::steady_clock::now() - removed_at;
   std::printf("call ended %.1f ms after `rdma link delete` (%.1f ms in flight): %s\n",
               std::chrono::duration<double, std::milli>(since_removal).count(),
               std::chrono::duration<double, std::milli>(took).count(), status.ToString().c_str());
+  // The removal ended it ("promptly": not its deadline, which would say
+  // kDeadlineExceeded), and the status says so.
   EXPECT_FALSE(status.ok());
   EXPECT_TRUE(status.code() == StatusCode::kDisconnected || status.code() == StatusCode::kUnavailable ||
               status.code() == StatusCode::kTransportError)
       << status.ToString();
   EXPECT_NE(status.message().find("device removed"), std::string::npos) << status.ToString();
-  EXPECT_LT(since_removal, 10s);
 
-  // The session is in ERROR; new calls fail at once.
-  Status again = (*session)->Call(kBlockingCall, Deadline::After(1s));
-  EXPECT_FALSE(again.ok());
+  // The session is in ERROR; new calls fail at once, refused by the session
+  // (not by their deadline, a hang guard).
+  Status again = (*session)->Call(kBlockingCall, Deadline::After(kHangGuard));
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.ToString();
+  EXPECT_EQ((*session)->state(), CommState::kError);
 
   // Teardown: release the kernel and close everything, without hanging.
-  kernel.released_.store(true);
+  kernel.SetReleased(true);
   session->reset();
   (*server)->Shutdown();
   server->reset();
 
-  // A new connection over the dying device fails with a status, promptly.
+  // A new connection over the dying device fails with a status that names
+  // the device, promptly: not by running out its connect/MRSP time.
   const auto connect_start = std::chrono::steady_clock::now();
   auto late = ClientSession::Open(**transport, *addr, 12399, regions);
   const auto connect_took = std::chrono::steady_clock::now() - connect_start;
   ASSERT_FALSE(late.ok());
   std::printf("connecting after the removal: %s (%.1f ms)\n", late.status().ToString().c_str(),
               std::chrono::duration<double, std::milli>(connect_took).count());
-  EXPECT_LT(connect_took, 15s);
+  EXPECT_NE(late.status().code(), StatusCode::kDeadlineExceeded) << late.status().ToString();
   EXPECT_NE(late.status().message().find("device"), std::string::npos) << late.status().ToString();
   transport->reset();
 
@@ -153,7 +173,8 @@ TEST(DeviceRemoval, CallInFlightFailsPromptlyAndEverythingTearsDown) {
   // support), and librdmacm keeps its device context open until exit, so
   // the kernel completes the removal once this process has ended:
   // guest_suite.sh checks that rxe0 then disappears and can be re-created.
-  const int rc = WaitFor(rdma, 1s);
+  // Diagnostics only: whether `rdma link delete` has ended yet.
+  const int rc = ExitStatusIfEnded(rdma);
   std::printf("`rdma link delete` %s\n",
               rc == -1 ? "still waiting for this process to exit"
                        : ("exited with " + std::to_string(rc)).c_str());

@@ -9,11 +9,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <future>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -24,9 +29,55 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kTimeout = 10s;
+// Hang guard: the deadline of waits that end by themselves (an accept, a
+// connect, completions on their way, a connection going down). It times
+// nothing: it only turns a hang into a failure, and is generous so that no
+// loaded machine or sanitizer ever reaches it. Tests assert behaviour, never
+// how long something took (speed belongs in bench/).
+constexpr auto kTimeout = 60s;
 
 // ---- helpers ----------------------------------------------------------------
+
+// Hang guard for a wait that must end by itself: if the scope has not ended
+// within kTimeout, runs `unblock` (Disconnect, Shutdown: calls any thread may
+// make), so that the wait ends with an error status and the test fails
+// instead of hanging.
+class HangGuard {
+ public:
+  explicit HangGuard(std::function<void()> unblock)
+      : thread_([this, unblock = std::move(unblock)] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, kTimeout, [this] { return done_; })) unblock();
+        }) {}
+  ~HangGuard() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+// Hang guard for a call nothing can interrupt: runs `f` on a thread of its
+// own and returns its result, or nullopt if it has not returned within
+// kTimeout (the test then fails instead of hanging; the thread is left
+// behind, so `f` must own or share everything it uses).
+template <typename F>
+std::optional<std::invoke_result_t<F>> ReturnsWithinHangGuard(F f) {
+  using R = std::invoke_result_t<F>;
+  auto result = std::make_shared<std::promise<R>>();
+  std::future<R> fut = result->get_future();
+  std::thread([f = std::move(f), result]() mutable { result->set_value(f()); }).detach();
+  if (fut.wait_for(kTimeout) != std::future_status::ready) return std::nullopt;
+  return fut.get();
+}
 
 struct Pair {
   std::unique_ptr<Listener> listener;
@@ -230,22 +281,27 @@ TEST(EmulatedTransport, ConnectAcceptAndKeys) {
 TEST(EmulatedTransport, ConnectRefusedIsUnavailable) {
   EmulatedOptions o;
   o.connect_retries = 0;
-  auto t = NewEmulatedTransport(o);
+  // A retry, which connect_retries = 0 forbids, would sleep for an hour.
+  o.connect_retry_delay = std::chrono::hours(1);
+  std::shared_ptr<Transport> t = NewEmulatedTransport(o);
   uint16_t port;
   {
     auto l = t->Listen("127.0.0.1", 0);
     ASSERT_TRUE(l.ok());
     port = (*l)->port();
   }  // closed: nobody listens there now
-  auto start = Clock::now();
-  auto c = t->Connect("127.0.0.1", port, Deadline::After(kTimeout));
-  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
-  EXPECT_LT(Clock::now() - start, 2s);
+  // No deadline: the refusal alone ends Connect (a retry never would).
+  auto status = ReturnsWithinHangGuard(
+      [t, port] { return t->Connect("127.0.0.1", port, Deadline::Infinite()).status(); });
+  ASSERT_TRUE(status.has_value()) << "Connect did not return: it retried a refused connection";
+  EXPECT_EQ(status->code(), StatusCode::kUnavailable) << status->ToString();
 }
 
 TEST(EmulatedTransport, ConnectRetriesUntilServerListens) {
   EmulatedOptions o;
-  o.connect_retries = 100;
+  // Retries are bounded by the Connect deadline only (a hang guard): however
+  // late the server starts on a loaded machine, it is in time.
+  o.connect_retries = std::numeric_limits<int>::max();
   o.connect_retry_delay = 10ms;
   auto t = NewEmulatedTransport(o);
   uint16_t port;
@@ -256,7 +312,10 @@ TEST(EmulatedTransport, ConnectRetriesUntilServerListens) {
   }
   std::optional<Result<std::unique_ptr<Connection>>> c;
   std::thread th([&] { c.emplace(t->Connect("127.0.0.1", port, Deadline::After(kTimeout))); });
-  std::this_thread::sleep_for(50ms);  // the server starts late on purpose
+  // The server starts late on purpose, so that Connect is refused and
+  // retries. Not synchronisation: if the first attempt comes after Listen,
+  // it simply succeeds at once; the test holds either way.
+  std::this_thread::sleep_for(50ms);
   auto l = t->Listen("127.0.0.1", port);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   auto s = (*l)->Accept(Deadline::After(kTimeout));
@@ -269,23 +328,24 @@ TEST(EmulatedTransport, ListenerShutdownUnblocksAccept) {
   auto t = NewEmulatedTransport();
   auto l = t->Listen("0.0.0.0", 0);
   ASSERT_TRUE(l.ok());
-  std::promise<Status> result;
+  Status accepted;
   std::atomic<bool> started{false};
+  // Nobody connects: only Shutdown ends this Accept with kUnavailable. Its
+  // deadline is a hang guard (it would end it with kDeadlineExceeded).
   std::thread th([&] {
     started = true;
-    result.set_value((*l)->Accept(Deadline::Infinite()).status());
+    accepted = (*l)->Accept(Deadline::After(kTimeout)).status();
   });
   while (!started) std::this_thread::yield();
-  std::this_thread::sleep_for(20ms);  // let it block (the test holds either way)
-  auto start = Clock::now();
+  // Not synchronisation: lets the thread block in Accept, so that Shutdown
+  // has to wake it. If Shutdown comes first, Accept finds the listener shut
+  // down at once: the test holds either way.
+  std::this_thread::sleep_for(20ms);
   (*l)->Shutdown();
-  auto fut = result.get_future();
-  ASSERT_EQ(fut.wait_for(2s), std::future_status::ready);
-  EXPECT_EQ(fut.get().code(), StatusCode::kUnavailable);
-  EXPECT_LT(Clock::now() - start, 1s);
   th.join();
-  // Later calls fail at once too.
-  EXPECT_EQ((*l)->Accept(Deadline::Infinite()).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(accepted.code(), StatusCode::kUnavailable) << accepted.ToString();
+  // Later calls fail at once too (not by their deadline).
+  EXPECT_EQ((*l)->Accept(Deadline::After(kTimeout)).status().code(), StatusCode::kUnavailable);
 }
 
 TEST(EmulatedTransport, AcceptDeadline) {
@@ -367,10 +427,12 @@ TEST(EmulatedTransport, SilentPeerTimesOutInAccept) {
   auto l = t->Listen("127.0.0.1", 0);
   ASSERT_TRUE(l.ok());
   int fd = RawConnect((*l)->port());  // never says hello
-  auto start = Clock::now();
   auto s = (*l)->Accept(Deadline::After(kTimeout));
+  // The handshake timeout ended it, not Accept's own deadline (a hang guard,
+  // which would say "accept timed out").
   EXPECT_EQ(s.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_LT(Clock::now() - start, 2s);
+  EXPECT_NE(s.status().message().find("hello exchange with"), std::string::npos)
+      << s.status().ToString();
   ::close(fd);
 }
 
@@ -740,22 +802,22 @@ TEST(EmulatedTransport, RnrRetryExceededWithoutReceive) {
   ASSERT_TRUE(p.client && p.server);
   Buf src = Reg(*p.client, 64);
   Buf target = Reg(*p.server, 64);
-  auto start = Clock::now();
+  const auto start = Clock::now();
   ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey()),
                                Send(2, src.local(0, 8)), Send(3, src.local(0, 8))})
                   .ok());
   Side s{p.server.get()};
   std::thread server([&] { RunUntil({&s}, [&] { return s.down.has_value(); }); });
   auto cc = PollUntilDown(*p.client);
-  auto elapsed = Clock::now() - start;
+  const auto elapsed = Clock::now() - start;
   server.join();
   ASSERT_EQ(cc.size(), 3u);
   EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
   EXPECT_EQ(cc[1].wr_id, 2u);
   EXPECT_EQ(cc[1].status, CompletionStatus::kRnrRetryExceeded);
   EXPECT_EQ(cc[2].status, CompletionStatus::kFlushed);
+  // Each of the 3 retries waited its rnr_delay: never sooner.
   EXPECT_GE(elapsed, 60ms);
-  EXPECT_LT(elapsed, 5s);
   EXPECT_EQ(target.data[0], 0);  // WRITE of zeros; still zero, but it landed
   EXPECT_TRUE(s.got.empty());
 }
@@ -843,31 +905,36 @@ TEST(EmulatedTransport, DeadlineExpiryReturnsZeroCompletions) {
   Pair p = MakePair(*t);
   ASSERT_TRUE(p.client && p.server);
   Completion c[4];
-  auto start = Clock::now();
-  auto r = p.client->PollCompletions(c, Deadline::After(50ms));
-  auto elapsed = Clock::now() - start;
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, 0u);
-  EXPECT_GE(elapsed, 50ms);
-  EXPECT_LT(elapsed, 2s);
-  // Long deadlines wait in recv with a coarse timeout: still not late.
-  start = Clock::now();
-  r = p.client->PollCompletions(c, Deadline::After(300ms));
-  elapsed = Clock::now() - start;
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(*r, 0u);
-  EXPECT_GE(elapsed, 300ms);
-  EXPECT_LT(elapsed, 450ms);
-  // An already expired deadline still makes progress (non-blocking poll).
+  {
+    // Nothing can arrive on this idle connection: only the deadline ends
+    // each wait, with 0 completions, and never before it. Short deadlines
+    // wait in ppoll, long ones in recv with a coarse timeout (SO_RCVTIMEO);
+    // a wait that ignored its deadline would be ended by the hang guard's
+    // Disconnect, and fail. How close to its deadline a wait returns is a
+    // performance figure (bench/), not asserted here.
+    HangGuard guard([&] { p.client->Disconnect().IgnoreError(); });
+    for (auto wait : {2ms, 50ms, 300ms}) {
+      const auto start = Clock::now();
+      auto r = p.client->PollCompletions(c, Deadline::After(wait));
+      const auto elapsed = Clock::now() - start;
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(*r, 0u);
+      EXPECT_GE(elapsed, wait);
+    }
+  }
+  // An already expired deadline still makes progress (non-blocking poll):
+  // such polls alone receive the message (without progress they would run
+  // into the hang guard).
   Buf rx = Reg(*p.server, 8);
   ASSERT_TRUE(p.server->PostRecv(1, rx.local(0, 8)).ok());
   Buf tx = Reg(*p.client, 8, kAccessLocalWrite, 4);
   ASSERT_TRUE(Post(*p.client, {Send(2, tx.local(0, 8))}).ok());
   std::vector<Completion> got;
-  for (int i = 0; i < 1000 && got.empty(); ++i) {
-    r = p.server->PollCompletions(c, Deadline::After(0ms));
-    ASSERT_TRUE(r.ok());
+  for (const Deadline guard = Deadline::After(kTimeout); got.empty() && !guard.expired();) {
+    auto r = p.server->PollCompletions(c, Deadline::After(0ms));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
     got.insert(got.end(), c, c + *r);
+    if (got.empty()) std::this_thread::yield();
   }
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].wr_id, 1u);
@@ -896,9 +963,8 @@ TEST(EmulatedTransport, DisconnectFlushesAndIsIdempotent) {
   EXPECT_EQ(p.client->PollCompletions(c, Deadline::Infinite()).status().code(),
             StatusCode::kDisconnected);
   EXPECT_EQ(p.client->PostRecv(4, rx.local(0, 64)).code(), StatusCode::kDisconnected);
-  auto start = Clock::now();
+  // The peer sees the disconnect (its deadline is a hang guard).
   auto sc = PollUntilDown(*p.server);
-  EXPECT_LT(Clock::now() - start, 2s);
   ASSERT_EQ(sc.size(), 1u);
   EXPECT_EQ(sc[0].status, CompletionStatus::kFlushed);
   EXPECT_TRUE(p.client->Disconnect().ok());
@@ -908,21 +974,21 @@ TEST(EmulatedTransport, DisconnectFromAnotherThreadUnblocksPoll) {
   auto t = NewEmulatedTransport();
   Pair p = MakePair(*t);
   ASSERT_TRUE(p.client && p.server);
-  std::promise<std::vector<Completion>> done;
   Buf rx = Reg(*p.server, 64);
   ASSERT_TRUE(p.server->PostRecv(5, rx.local(0, 64)).ok());
-  std::thread th([&] { done.set_value(PollUntilDown(*p.server, 60s)); });
-  std::this_thread::sleep_for(20ms);  // let it block (the test holds either way)
-  auto start = Clock::now();
+  // Nothing arrives: only Disconnect ends this poll with kDisconnected (its
+  // deadline is a hang guard; PollUntilDown fails if that ends it).
+  std::vector<Completion> got;
+  std::thread th([&] { got = PollUntilDown(*p.server); });
+  // Not synchronisation: lets the thread block in PollCompletions, so that
+  // Disconnect has to wake it. If Disconnect comes first, the poll finds the
+  // connection down at once: the test holds either way.
+  std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(p.server->Disconnect().ok());
-  auto fut = done.get_future();
-  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
-  EXPECT_LT(Clock::now() - start, 1s);
-  auto got = fut.get();
+  th.join();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
-  th.join();
-  PollUntilDown(*p.client, 2s);
+  PollUntilDown(*p.client);
 }
 
 TEST(EmulatedTransport, PeerDisconnectMidTransferFlushesPromptly) {
@@ -939,22 +1005,20 @@ TEST(EmulatedTransport, PeerDisconnectMidTransferFlushesPromptly) {
   ASSERT_TRUE(Post(*p.client, {Write(1, src.all(), target.addr(), target.mr->rkey()),
                                Write(2, src.local(0, 1), target.addr(), target.mr->rkey())})
                   .ok());
-  std::promise<std::vector<Completion>> done;
+  std::vector<Completion> got;
   std::promise<void> polling;
   std::thread th([&] {
     Completion c[1];
     auto r = p.client->PollCompletions(c, Deadline::After(30ms));
     EXPECT_TRUE(r.ok() && *r == 0);  // still stuck mid-transfer
     polling.set_value();
-    done.set_value(PollUntilDown(*p.client));
+    // The peer going away ends the stalled transfer: flushed work, then
+    // kDisconnected (the deadline is a hang guard; PollUntilDown fails if
+    // the transfer stays stuck until then).
+    got = PollUntilDown(*p.client);
   });
   polling.get_future().wait();
-  auto start = Clock::now();
   p.server.reset();
-  auto fut = done.get_future();
-  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
-  EXPECT_LT(Clock::now() - start, 2s);
-  auto got = fut.get();
   th.join();
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].wr_id, 1u);
@@ -1131,7 +1195,7 @@ TEST(EmulatedTransport, FaultDropConnection) {
   ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 1 && s.got.size() == 1; }));
   ASSERT_TRUE(Post(*p.client, {Send(11, tx.local(0, 4)), Send(12, tx.local(0, 4))}).ok());
   EXPECT_EQ(faults->injected(), 1u);
-  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.down && s.down; }, 5s));
+  ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.down && s.down; }));
   EXPECT_EQ(c.down->code(), StatusCode::kDisconnected);
   EXPECT_EQ(s.down->code(), StatusCode::kDisconnected);
   ASSERT_EQ(c.got.size(), 3u);
@@ -1156,13 +1220,20 @@ TEST(EmulatedTransport, FaultDelayKeepsOrder) {
   ASSERT_TRUE(p.server->PostRecv(1, LocalBuffer{}).ok());
   Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x42);
   Side c{p.client.get()}, s{p.server.get()};
-  auto start = Clock::now();
+  const auto start = Clock::now();
   ASSERT_TRUE(Post(*p.client, {Write(1, src.local(0, 8), target.addr(), target.mr->rkey()),
                                WriteImm(2, src.local(0, 8), target.addr(8), target.mr->rkey(), 0)})
                   .ok());
-  EXPECT_LT(Clock::now() - start, 200ms);  // PostSend does not block
+  // PostSend does not block on the delay: it has returned while neither
+  // WRITE can have left (the delayed one holds back the one behind it, and
+  // the client makes progress only inside its own calls), so the target,
+  // polled without waiting, has nothing. A PostSend that waited out the
+  // delay would have sent both.
+  s.Step(0us);
+  EXPECT_TRUE(s.got.empty());
+  EXPECT_EQ(target.data[0], 0);
   ASSERT_TRUE(RunUntil({&c, &s}, [&] { return s.got.size() == 1; }));
-  EXPECT_GE(Clock::now() - start, 300ms);
+  EXPECT_GE(Clock::now() - start, 300ms);  // the delay was applied: never sooner
   EXPECT_EQ(target.data[0], 0x42);  // the delayed WRITE landed before the imm
   ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() == 2; }));
   EXPECT_EQ(c.got[0].wr_id, 1u);
@@ -1204,7 +1275,7 @@ TEST(EmulatedTransport, FaultCorruptFlipsOneByteOnTheWire) {
 // Child: echo server. Each SEND carries {addr u64, rkey u32} + data; the data
 // is written back reversed with WRITE_WITH_IMM (imm = data length).
 [[noreturn]] void RunEchoChild(int port_pipe) {
-  alarm(30);  // never outlive a hung test
+  alarm(60);  // hang guard: never outlive a hung test (SIGALRM fails it)
   auto t = NewEmulatedTransport();
   auto l = t->Listen("127.0.0.1", 0);
   if (!l.ok()) _exit(10);
@@ -1291,16 +1362,12 @@ TEST(EmulatedTransport, CrossProcessEcho) {
     }
   }
   EXPECT_TRUE(c.Disconnect().ok());
+  // The child sees the disconnect and exits by itself; if it does not, its
+  // alarm (a hang guard) kills it with SIGALRM.
   int status = 0;
-  for (int i = 0; i < 1000 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
-  if (::waitpid(pid, &status, WNOHANG) == 0) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    FAIL() << "child did not exit";
-  }
-  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit by itself (signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
@@ -1343,9 +1410,8 @@ TEST(EmulatedTransport, PeerProcessKilledMidTransfer) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, 0u);  // stuck: the child does not poll
   ::kill(pid, SIGKILL);
-  auto start = Clock::now();
+  // The peer's death ends the stalled transfer (the deadline is a hang guard).
   auto got = PollUntilDown(c);
-  EXPECT_LT(Clock::now() - start, 2s);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
   int status = 0;
