@@ -49,6 +49,12 @@ Status CheckRequest(const AdvertisementRequestMessage& m) {
           i, unsigned(r.flags & ~kRegionFlagsKnown), unsigned(r.flags),
           unsigned(kRegionFlagsKnown)));
     }
+    if (r.flags & kRegionFlagStream) {
+      if (std::string why = CheckStreamEntry(r.flags, r.requested_naa_address, r.size);
+          !why.empty()) {
+        return InvalidArgumentError(Fmt("MRSP advertisement+request entry %zu: %s", i, why.c_str()));
+      }
+    }
     if (r.requested_naa_address > kMaxNaaAddress) {
       return OutOfRangeError(Fmt(
           "MRSP advertisement+request entry %zu: requested NAA address "
@@ -168,6 +174,13 @@ Result<MrspMessage> DecodeRequest(std::span<const uint8_t> b) {
           "be 1..%llu)",
           i, off, unsigned(r.size),
           static_cast<unsigned long long>(kMaxRegionSize)));
+    }
+    if (r.flags & kRegionFlagStream) {
+      if (std::string why = CheckStreamEntry(r.flags, r.requested_naa_address, r.size);
+          !why.empty()) {
+        return ProtocolError(Fmt("MRSP advertisement+request entry %zu at offset %zu: %s", i, off,
+                                 why.c_str()));
+      }
     }
   }
   return MrspMessage(std::move(m));

@@ -1,5 +1,7 @@
 #include "runtime/protocol.h"
 
+#include <cstdio>
+
 namespace naarpc {
 
 std::string_view DialectName(Dialect d) {
@@ -8,6 +10,23 @@ std::string_view DialectName(Dialect d) {
     case Dialect::kReference: return "reference";
   }
   return "unknown";
+}
+
+std::string CheckStreamEntry(uint8_t flags, uint64_t chunk_size, uint32_t size) {
+  if (flags != kStreamFlagsIn && flags != kStreamFlagsOut) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", unsigned{flags});
+    return std::string("stream flags ") + hex + " (a stream entry carries 0x15 or 0x19)";
+  }
+  if (chunk_size == 0 || chunk_size > kMaxStreamChunkSize) {
+    return "stream chunk size " + std::to_string(chunk_size) + " (must be 1.." +
+           std::to_string(kMaxStreamChunkSize) + ")";
+  }
+  if (size % chunk_size != 0 || size / chunk_size > kMaxStreamWindow) {
+    return "stream size " + std::to_string(size) + " is not window * chunk size " +
+           std::to_string(chunk_size) + " with a window of 1.." + std::to_string(kMaxStreamWindow);
+  }
+  return {};
 }
 
 std::string_view MrspErrorName(uint8_t code) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace naarpc {
@@ -41,7 +42,10 @@ inline constexpr uint8_t kRegionFlagInternal = 0x01;
 inline constexpr uint8_t kRegionFlagSingleSend = 0x02;
 inline constexpr uint8_t kRegionFlagInput = 0x04;
 inline constexpr uint8_t kRegionFlagOutput = 0x08;
-inline constexpr uint8_t kRegionFlagsKnown = 0x0f;
+// naarpc extension (docs/protocol.md 15): a stream's ring; only in the
+// combinations kStreamFlagsIn / kStreamFlagsOut.
+inline constexpr uint8_t kRegionFlagStream = 0x10;
+inline constexpr uint8_t kRegionFlagsKnown = 0x1f;
 
 // Wire sizes.
 inline constexpr size_t kMrspHeaderSize = 4;
@@ -124,6 +128,58 @@ inline uint8_t DecodeStatusImmediate(uint32_t imm) {
   const uint8_t low = static_cast<uint8_t>(imm & 0xffu);
   if (low != 0) return low;
   return static_cast<uint8_t>((imm >> 8) & 0xffu);
+}
+
+// ---- Streams (naarpc extension, docs/protocol.md 15) -------------------------
+
+inline constexpr uint8_t kStreamFlagsIn = kRegionFlagStream | kRegionFlagInternal | kRegionFlagInput;
+inline constexpr uint8_t kStreamFlagsOut =
+    kRegionFlagStream | kRegionFlagInternal | kRegionFlagOutput;
+inline constexpr uint64_t kMaxStreamChunkSize = uint64_t{1} << 23;
+inline constexpr uint32_t kMaxStreamWindow = 64;
+inline constexpr size_t kMaxStreams = 32;
+// The windows of one routine's streams together (receives: 15.3).
+inline constexpr uint32_t kMaxStreamWindowTotal = 62;
+
+// Why a stream entry of an Advertisement+Request is invalid (flags, chunk
+// size in the requested-address field, size = window * chunk), or empty.
+std::string CheckStreamEntry(uint8_t flags, uint64_t chunk_size, uint32_t size);
+
+// A stream frame's immediate: bit 31 set, bit 30 credit (else chunk), bit 29
+// stop (credits only), bits 24..28 the stream, bits 0..23 the value (chunk:
+// its length; credit: chunks consumed, modulo 2^24).
+inline constexpr uint32_t kStreamFrameBit = 0x80000000u;
+inline constexpr uint32_t kStreamCreditBit = 0x40000000u;
+inline constexpr uint32_t kStreamStopBit = 0x20000000u;
+inline constexpr uint32_t kStreamValueMask = 0x00ffffffu;
+
+struct StreamFrame {
+  bool credit = false;  // else a chunk
+  bool stop = false;    // credit: the reader wants no more data
+  uint8_t stream = 0;   // 0..31
+  uint32_t value = 0;   // chunk length, or chunks consumed mod 2^24
+};
+
+inline bool IsStreamFrame(uint32_t imm) { return (imm & kStreamFrameBit) != 0; }
+// REQUIRES: stream < kMaxStreams, length <= kMaxStreamChunkSize.
+inline uint32_t EncodeStreamChunk(uint8_t stream, uint32_t length) {
+  return kStreamFrameBit | uint32_t{stream} << 24 | (length & kStreamValueMask);
+}
+// REQUIRES: stream < kMaxStreams.
+inline uint32_t EncodeStreamCredit(uint8_t stream, uint64_t consumed, bool stop) {
+  return kStreamFrameBit | kStreamCreditBit | (stop ? kStreamStopBit : 0) |
+         uint32_t{stream} << 24 | static_cast<uint32_t>(consumed & kStreamValueMask);
+}
+// nullopt if bit 31 is clear, or a chunk carries the stop bit.
+inline std::optional<StreamFrame> DecodeStreamFrame(uint32_t imm) {
+  if (!IsStreamFrame(imm)) return std::nullopt;
+  StreamFrame f;
+  f.credit = (imm & kStreamCreditBit) != 0;
+  f.stop = (imm & kStreamStopBit) != 0;
+  if (f.stop && !f.credit) return std::nullopt;
+  f.stream = static_cast<uint8_t>((imm >> 24) & 0x1f);
+  f.value = imm & kStreamValueMask;
+  return f;
 }
 
 // Big-endian helpers (explicit, independent of host byte order).

@@ -147,6 +147,53 @@ TEST(StatusImmediate, LowByteWinsAndHighBitsIgnored) {
   EXPECT_EQ(DecodeStatusImmediate(0xFFFF0200), kNaaStatusKernelTimeout);
 }
 
+// Stream frames (docs/protocol.md 15.2), byte for byte.
+TEST(StreamFrame, GoldenBits) {
+  // Chunk of 4096 bytes on stream 3: 1 0 0 00011 | 0x001000.
+  EXPECT_EQ(EncodeStreamChunk(3, 4096), 0x83001000u);
+  // Credit: 5 consumed on stream 31; with stop.
+  EXPECT_EQ(EncodeStreamCredit(31, 5, false), 0xDF000005u);
+  EXPECT_EQ(EncodeStreamCredit(0, 7, true), 0xE0000007u);
+  // The consumed count wraps at 2^24.
+  EXPECT_EQ(EncodeStreamCredit(1, (uint64_t{1} << 24) + 2, false), 0xC1000002u);
+  // End of a stream: a chunk shorter than the chunk size, 0 included.
+  EXPECT_EQ(EncodeStreamChunk(0, 0), 0x80000000u);
+  EXPECT_EQ(EncodeStreamChunk(0, uint32_t(kMaxStreamChunkSize)), 0x80800000u);
+}
+
+TEST(StreamFrame, RoundTripsAndNeverLooksLikeAStatusOrRequest) {
+  for (uint8_t stream = 0; stream < kMaxStreams; ++stream) {
+    for (uint32_t v : {0u, 1u, 4096u, uint32_t(kMaxStreamChunkSize), kStreamValueMask}) {
+      const auto chunk = DecodeStreamFrame(EncodeStreamChunk(stream, v));
+      ASSERT_TRUE(chunk.has_value());
+      EXPECT_FALSE(chunk->credit);
+      EXPECT_FALSE(chunk->stop);
+      EXPECT_EQ(chunk->stream, stream);
+      EXPECT_EQ(chunk->value, v);
+      for (bool stop : {false, true}) {
+        const auto credit = DecodeStreamFrame(EncodeStreamCredit(stream, v, stop));
+        ASSERT_TRUE(credit.has_value());
+        EXPECT_TRUE(credit->credit);
+        EXPECT_EQ(credit->stop, stop);
+        EXPECT_EQ(credit->stream, stream);
+        EXPECT_EQ(credit->value, v);
+      }
+    }
+  }
+  // No status immediate (bits 16..31 clear) and no spec-dialect request
+  // immediate is a stream frame.
+  for (unsigned s = 0; s < 256; ++s) {
+    EXPECT_FALSE(IsStreamFrame(EncodeStatusImmediate(Dialect::kSpec, uint8_t(s))));
+    EXPECT_FALSE(IsStreamFrame(EncodeStatusImmediate(Dialect::kReference, uint8_t(s))));
+  }
+  for (uint8_t code = kMinFunctionCode; code <= kMaxFunctionCode; ++code) {
+    EXPECT_FALSE(IsStreamFrame(EncodeRequestImmediate(Dialect::kSpec, code)));
+  }
+  // Not a frame: bit 31 clear; a chunk with the stop bit.
+  EXPECT_FALSE(DecodeStreamFrame(0x7FFFFFFFu).has_value());
+  EXPECT_FALSE(DecodeStreamFrame(0xA0000000u).has_value());
+}
+
 TEST(StatusNames, KnownCodes) {
   EXPECT_EQ(NaaStatusName(0x00), "success");
   EXPECT_EQ(NaaStatusName(0x03), "unknown function code");

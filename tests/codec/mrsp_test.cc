@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/codec/golden.h"
@@ -118,8 +119,10 @@ void ExpectRoundTrip(const MrspMessage& m) {
 TEST(MrspRoundTrip, Boundaries) {
   // Extremes of every field.
   ExpectRoundTrip(AdvertisementRequestMessage{
-      {{kRegionFlagsKnown, kMaxNaaAddress, ~uint64_t{0}, ~uint32_t{0}, 1},
-       {0, 0, 0, 0, uint32_t(kMaxRegionSize)}}});
+      {{0x0f, kMaxNaaAddress, ~uint64_t{0}, ~uint32_t{0}, 1},
+       {0, 0, 0, 0, uint32_t(kMaxRegionSize)},
+       {kStreamFlagsOut, kMaxStreamChunkSize, ~uint64_t{0}, ~uint32_t{0},
+        uint32_t(kMaxStreamChunkSize) * kMaxStreamWindow}}});
   ExpectRoundTrip(AdvertisementMessage{
       {{~uint64_t{0}, ~uint32_t{0}, 1}, {0, 0, uint32_t(kMaxRegionSize)}}});
   ExpectRoundTrip(ErrorMessage{1});
@@ -226,19 +229,60 @@ TEST(MrspDecode, RequestSizeOutOfRange) {
 }
 
 TEST(MrspDecode, RequestUnknownFlags) {
-  for (uint8_t bad : {0x10, 0x20, 0x40, 0x80, 0xF0, 0xFF}) {
+  for (uint8_t bad : {0x20, 0x40, 0x80, 0xE0, 0xFF}) {
     std::vector<uint8_t> b = golden::kRequestSpec;
     b[4 + 3 * 24] = bad;  // entry 3 flags
     char hex[8];
-    std::snprintf(hex, sizeof(hex), "0x%02x", bad & 0xF0);
+    std::snprintf(hex, sizeof(hex), "0x%02x", bad & 0xE0);
     ExpectRejected(b, {"advertisement+request entry 3 at offset 76",
                        "unknown flag bits", hex});
   }
-  // Every known combination is accepted.
-  for (uint8_t ok = 0; ok <= kRegionFlagsKnown; ++ok) {
+  // Every combination of the NAAICE flags is accepted (streams: below).
+  for (uint8_t ok = 0; ok <= 0x0f; ++ok) {
     std::vector<uint8_t> b = golden::kRequestSpec;
     b[4] = ok;
     EXPECT_TRUE(DecodeMrsp(b).ok()) << int(ok);
+  }
+}
+
+TEST(MrspDecode, RequestStreamEntries) {
+  // Valid: 0x15 / 0x19, chunk size in the requested-address field, size a
+  // window (1..64) of chunks.
+  for (uint8_t flags : {kStreamFlagsIn, kStreamFlagsOut}) {
+    for (auto [chunk, size] : {std::pair<uint64_t, uint32_t>{1, 1}, {1, 64}, {4096, 4096 * 8},
+                               {kMaxStreamChunkSize, uint32_t(kMaxStreamChunkSize) * 64}}) {
+      std::vector<uint8_t> b = golden::kRequestSpec;
+      uint8_t* e = b.data() + 4 + 3 * 24;
+      e[0] = flags;
+      for (int i = 0; i < 7; ++i) e[1 + i] = uint8_t(chunk >> (48 - 8 * i));
+      PutBe32(e + 20, size);
+      Result<MrspMessage> m = DecodeMrsp(b);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      const auto& r = std::get<AdvertisementRequestMessage>(*m).regions[3];
+      EXPECT_EQ(r.flags, flags);
+      EXPECT_EQ(r.requested_naa_address, chunk);
+      EXPECT_EQ(r.size, size);
+    }
+  }
+  struct Bad {
+    uint8_t flags;
+    uint64_t chunk;
+    uint32_t size;
+    const char* says;
+  };
+  for (const Bad& bad : {Bad{0x10, 8, 8, "stream flags 0x10"}, Bad{0x11, 8, 8, "stream flags 0x11"},
+                         Bad{0x1d, 8, 8, "stream flags 0x1d"}, Bad{0x17, 8, 8, "stream flags 0x17"},
+                         Bad{0x14, 8, 8, "stream flags 0x14"},
+                         Bad{kStreamFlagsIn, 0, 8, "stream chunk size 0"},
+                         Bad{kStreamFlagsIn, kMaxStreamChunkSize + 1, 1u << 30, "stream chunk size 8388609"},
+                         Bad{kStreamFlagsOut, 8, 12, "stream size 12"},
+                         Bad{kStreamFlagsOut, 8, 8 * 65, "stream size 520"}}) {
+    std::vector<uint8_t> b = golden::kRequestSpec;
+    uint8_t* e = b.data() + 4 + 3 * 24;
+    e[0] = bad.flags;
+    for (int i = 0; i < 7; ++i) e[1 + i] = uint8_t(bad.chunk >> (48 - 8 * i));
+    PutBe32(e + 20, bad.size);
+    ExpectRejected(b, {"advertisement+request entry 3 at offset 76", bad.says});
   }
 }
 
@@ -322,8 +366,19 @@ TEST(MrspEncode, RequestFields) {
                     {"entry 2", "size 0"});
   ExpectEncodeError(with({0, 0, 0, 0, (1u << 30) + 1}), StatusCode::kOutOfRange,
                     {"entry 2", "size 1073741825"});
-  ExpectEncodeError(with({0x10, 0, 0, 0, 1}), StatusCode::kInvalidArgument,
-                    {"entry 2", "unknown flag bits 0x10"});
+  ExpectEncodeError(with({0x20, 0, 0, 0, 1}), StatusCode::kInvalidArgument,
+                    {"entry 2", "unknown flag bits 0x20"});
+  // Streams (docs/protocol.md 15.1): flags, chunk size, window.
+  ExpectEncodeError(with({0x10, 4096, 0, 0, 4096}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream flags 0x10", "0x15 or 0x19"});
+  ExpectEncodeError(with({0x1d, 4096, 0, 0, 4096}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream flags 0x1d"});
+  ExpectEncodeError(with({kStreamFlagsIn, 0, 0, 0, 4096}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream chunk size 0", "must be 1..8388608"});
+  ExpectEncodeError(with({kStreamFlagsOut, 4096, 0, 0, 4097}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream size 4097", "window of 1..64"});
+  ExpectEncodeError(with({kStreamFlagsIn, 1, 0, 0, 65}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream size 65"});
 }
 
 TEST(MrspEncode, Advertisement) {

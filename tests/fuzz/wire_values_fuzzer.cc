@@ -1,6 +1,7 @@
 // libFuzzer target for the small decoders of peer-supplied values:
 //  * the request immediate (the NAA decodes the host's), the status
-//    immediate (the host decodes the NAA's): decoding is total, and every
+//    immediate (the host decodes the NAA's), the stream frames (docs/protocol.md
+//    15.2): decoding is total, and every
 //    value that decodes re-encodes to itself in the dialect it names;
 //    encoding then decoding any status gives it back in both dialects, and
 //    the NAAICE reference host (status in bits 8..15) reads the reference
@@ -57,6 +58,14 @@ void CheckImmediates(const uint8_t* p) {
         r->user_bits != (d == Dialect::kSpec ? 0 : bits)) {
       Fail("request immediate round trip");
     }
+  }
+  // Stream frames (docs/protocol.md 15.2): total; what decodes re-encodes.
+  if (auto f = DecodeStreamFrame(imm)) {
+    const uint32_t again = f->credit ? EncodeStreamCredit(f->stream, f->value, f->stop)
+                                     : EncodeStreamChunk(f->stream, f->value);
+    if (again != imm) Fail("stream frame does not re-encode to itself");
+  } else if (IsStreamFrame(imm) && !((imm & kStreamStopBit) && !(imm & kStreamCreditBit))) {
+    Fail("a valid stream frame was refused");
   }
   // Status immediates: any value decodes (total); round trips.
   const uint8_t any = DecodeStatusImmediate(imm);
