@@ -1,6 +1,7 @@
 #include "runtime/client_session.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -22,6 +23,9 @@ namespace {
 
 bool IsInput(Direction d) { return d == Direction::kIn || d == Direction::kInOut; }
 bool IsOutput(Direction d) { return d == Direction::kOut || d == Direction::kInOut; }
+// Parameters written before / returned after the kernel (not streams).
+bool IsCallInput(const RegionSpec& r) { return !r.stream.enabled() && IsInput(r.direction); }
+bool IsReturn(const RegionSpec& r) { return !r.stream.enabled() && IsOutput(r.direction); }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
 
@@ -53,8 +57,22 @@ class ClientSession::Impl {
     uint32_t lkey = 0;
   };
 
+  // One stream during a call (docs/protocol.md 15).
+  struct Stream {
+    size_t param = 0;
+    const WireRegion* wire = nullptr;
+    bool input = false;
+    uint32_t chunk = 0, window = 0;
+    uint64_t chunks = 0;    // written (input) / received (output) this call
+    uint64_t consumed = 0;  // input: credited by the NAA
+    bool ended = false;     // input: end chunk written; output: end chunk received
+    bool stop = false;      // input: the NAA asked for no more data
+    uint64_t credited = 0;  // output: credits sent (one per chunk, 15.3)
+  };
+
   struct Param {
     RegionSpec spec;
+    size_t stream = SIZE_MAX;     // index among the streams
     Buffer owned;                 // when spec.external_buffer == nullptr
     std::byte* data = nullptr;
     std::unique_ptr<MemoryRegion> mr;
@@ -77,6 +95,8 @@ class ClientSession::Impl {
   uint64_t recv_seq = 0;
   int posted_data_recvs = 0;         // receives up for the NAA's results
   uint64_t calls_completed = 0;
+  std::vector<Stream> streams;       // in stream order
+  uint32_t output_windows = 0;       // receives kept up for output chunks
 
   // ERROR is terminal: the peer's access to our memory ends at once, so a
   // late write cannot land in the user's buffers.
@@ -102,6 +122,12 @@ class ClientSession::Impl {
   Status Register();
   Status RunMrsp(Deadline call_deadline);
   Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // The streaming part of a call, from the request write to the status.
+  Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
+                    uint32_t& status_imm);
+  // Posts one stream frame (a WRITE_WITH_IMM); false if the send queue
+  // has no slot until the pending signaled request completes.
+  Result<bool> PostFrame(LocalBuffer local, uint64_t remote_addr, uint32_t rkey, uint32_t imm);
 };
 
 Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
@@ -109,10 +135,40 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
   if (options.max_region_size == 0 || options.max_region_size > kMaxRegionSize) {
     return InvalidArgumentError("max_region_size must be 1.." + std::to_string(kMaxRegionSize));
   }
-  size_t outputs = 0, inputs = 0;
+  size_t outputs = 0, inputs = 0, stream_count = 0;
+  uint32_t windows = 0;
   for (size_t i = 0; i < regions.size(); ++i) {
-    const RegionSpec& r = regions[i];
+    RegionSpec& r = regions[i];
     const std::string where = "region " + std::to_string(i) + " " + Quote(r.name);
+    if (r.stream.enabled()) {
+      const StreamSpec& st = r.stream;
+      if (r.direction != Direction::kIn && r.direction != Direction::kOut) {
+        return InvalidArgumentError(where + ": a stream is an input or an output (kIn, kOut)");
+      }
+      if (st.chunk_size > kMaxStreamChunkSize) {
+        return InvalidArgumentError(where + ": stream chunk size " + std::to_string(st.chunk_size) +
+                                    " (must be 1.." + std::to_string(kMaxStreamChunkSize) + ")");
+      }
+      if (st.window == 0 || st.window > kMaxStreamWindow) {
+        return InvalidArgumentError(where + ": stream window " + std::to_string(st.window) +
+                                    " (must be 1.." + std::to_string(kMaxStreamWindow) + ")");
+      }
+      const uint64_t ring = uint64_t{st.chunk_size} * st.window;
+      if (r.size != 0 && r.size != ring) {
+        return InvalidArgumentError(where + ": size " + std::to_string(r.size) +
+                                    " is not the stream's ring (chunk size x window = " +
+                                    std::to_string(ring) + ")");
+      }
+      if (r.single_send || r.external_buffer != nullptr || r.naa_address != 0) {
+        return InvalidArgumentError(where + ": a stream has no single_send, external buffer or "
+                                            "NAA address");
+      }
+      r.size = ring;
+      windows += st.window;
+      if (++stream_count > kMaxStreams) {
+        return InvalidArgumentError("more than " + std::to_string(kMaxStreams) + " streams");
+      }
+    }
     if (r.size == 0) return InvalidArgumentError(where + ": size is 0");
     if (r.direction == Direction::kInternal) {
       if (r.naa_address > kMaxNaaAddress ||
@@ -132,6 +188,11 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
     outputs += IsOutput(r.direction);
     inputs += IsInput(r.direction);
   }
+  if (windows > kMaxStreamWindowTotal) {
+    return InvalidArgumentError("the streams' windows add up to " + std::to_string(windows) +
+                                " (at most " + std::to_string(kMaxStreamWindowTotal) +
+                                ", docs/protocol.md 15.3)");
+  }
   if (outputs == 0) {
     return InvalidArgumentError("a call needs at least one output (return) region");
   }
@@ -143,9 +204,21 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
   for (size_t i = 0; i < regions.size(); ++i) params[i].spec = std::move(regions[i]);
 
   // Split parameters into wire regions of at most max_region_size.
-  std::vector<WireRegion> param_wire, internal_wire;
+  std::vector<WireRegion> param_wire, stream_wire, internal_wire;
+  size_t next_stream = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     const RegionSpec& r = params[i].spec;
+    if (r.stream.enabled()) {
+      // One entry, never split (the ring is at most 2^29 bytes).
+      WireRegion w;
+      w.param = i;
+      w.size = static_cast<uint32_t>(r.size);
+      w.flags = r.direction == Direction::kIn ? kStreamFlagsIn : kStreamFlagsOut;
+      w.naa_address = r.stream.chunk_size;
+      params[i].stream = next_stream++;
+      stream_wire.push_back(w);
+      continue;
+    }
     for (uint64_t off = 0; off < r.size; off += options.max_region_size) {
       WireRegion w;
       w.param = i;
@@ -169,18 +242,35 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
   wire.clear();
   if (dialect == Dialect::kSpec) {
     size_t return_regions = 0;
-    for (const WireRegion& w : param_wire) return_regions += IsOutput(params[w.param].spec.direction);
+    for (const WireRegion& w : param_wire) return_regions += IsReturn(params[w.param].spec);
     WireRegion meta;
     meta.param = WireRegion::kMetadata;
-    meta.size = static_cast<uint32_t>(return_regions * kMetadataEntrySize);
+    // A routine that returns only streams: one zero entry (an empty list).
+    meta.size = static_cast<uint32_t>(std::max<size_t>(return_regions, 1) * kMetadataEntrySize);
     wire.push_back(meta);
   }
   wire.insert(wire.end(), param_wire.begin(), param_wire.end());
+  wire.insert(wire.end(), stream_wire.begin(), stream_wire.end());
   wire.insert(wire.end(), internal_wire.begin(), internal_wire.end());
   if (wire.size() > kMaxRegionsPerMessage) {
     return InvalidArgumentError("layout needs " + std::to_string(wire.size()) +
                                 " memory regions; one MRSP message carries at most " +
                                 std::to_string(kMaxRegionsPerMessage));
+  }
+  streams.clear();
+  output_windows = 0;
+  for (const WireRegion& w : wire) {
+    if (w.param == WireRegion::kMetadata || w.internal) continue;
+    const RegionSpec& r = params[w.param].spec;
+    if (!r.stream.enabled()) continue;
+    Stream st;
+    st.param = w.param;
+    st.wire = &w;
+    st.input = r.direction == Direction::kIn;
+    st.chunk = r.stream.chunk_size;
+    st.window = r.stream.window;
+    if (!st.input) output_windows += st.window;
+    streams.push_back(st);
   }
   return Status::Ok();
 }
@@ -210,7 +300,7 @@ Status ClientSession::Impl::Register() {
     for (const WireRegion& w : wire) {
       if (w.param == WireRegion::kMetadata || w.internal) continue;
       const Param& p = params[w.param];
-      if (!IsOutput(p.spec.direction)) continue;
+      if (!IsReturn(p.spec)) continue;
       PutBe64(reinterpret_cast<uint8_t*>(metadata.data()) + k * kMetadataEntrySize,
               p.mr->remote_addr() + w.offset);
       ++k;
@@ -242,7 +332,12 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     RegionRequest r;
     r.flags = w.flags;
     r.size = w.size;
-    if (w.internal) {
+    if (w.param != WireRegion::kMetadata && params[w.param].spec.stream.enabled()) {
+      const Param& p = params[w.param];
+      r.requested_naa_address = p.spec.stream.chunk_size;  // docs/protocol.md 15.1
+      r.addr = p.mr->remote_addr();
+      r.rkey = p.mr->rkey();
+    } else if (w.internal) {
       r.requested_naa_address = w.naa_address;
     } else if (w.param == WireRegion::kMetadata) {
       r.addr = metadata_mr->remote_addr();
@@ -331,7 +426,10 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   for (const WireRegion& w : wire) expected += !w.internal;
   if (adv->regions.size() != expected) {
     return ProtocolError("MRSP: the NAA advertised " + std::to_string(adv->regions.size()) +
-                         " regions, expected " + std::to_string(expected));
+                         " regions, expected " + std::to_string(expected) +
+                         (streams.empty() ? std::string()
+                                          : ": it does not support naarpc streams (it did not "
+                                            "advertise the stream rings, docs/protocol.md 15.5)"));
   }
   size_t k = 0;
   for (WireRegion& w : wire) {
@@ -367,13 +465,19 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   if (call_options.user_bits != 0 && options.dialect != Dialect::kReference) {
     return InvalidArgumentError("user_bits need the reference dialect");
   }
+  if ((call_options.streams != nullptr) != !streams.empty()) {
+    return InvalidArgumentError(streams.empty()
+                                    ? "CallOptions::streams is set, but the session has no streams"
+                                    : "the session has " + std::to_string(streams.size()) +
+                                          " stream(s): CallOptions::streams must be set");
+  }
   const auto& lengths = call_options.send_lengths;
   if (!lengths.empty() && lengths.size() != params.size()) {
     return InvalidArgumentError("send_lengths has " + std::to_string(lengths.size()) +
                                 " entries, expected " + std::to_string(params.size()));
   }
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (IsInput(params[i].spec.direction) && lengths[i] > params[i].spec.size) {
+    if (IsCallInput(params[i].spec) && lengths[i] > params[i].spec.size) {
       return InvalidArgumentError("parameter " + Quote(params[i].spec.name) + ": send length " +
                                   std::to_string(lengths[i]) + " exceeds its size " +
                                   std::to_string(params[i].spec.size));
@@ -383,6 +487,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   // Inputs in region order: [metadata], then input slices (prefixes).
   slices.clear();
   const WireRegion* first_return = nullptr;
+  const WireRegion* first_advertised = nullptr;
   for (const WireRegion& w : wire) {
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
@@ -392,8 +497,9 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
       continue;
     }
     const Param& p = params[w.param];
-    if (IsOutput(p.spec.direction) && first_return == nullptr) first_return = &w;
-    if (!IsInput(p.spec.direction)) continue;
+    if (first_advertised == nullptr) first_advertised = &w;
+    if (IsReturn(p.spec) && first_return == nullptr) first_return = &w;
+    if (!IsCallInput(p.spec)) continue;
     if (p.spec.single_send && calls_completed > 0) continue;
     const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
     if (want <= w.offset) continue;
@@ -401,9 +507,9 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
     slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
   }
   if (slices.empty()) {
-    // Nothing to send (all inputs empty or single-send): a zero-length
-    // WRITE_WITH_IMM still carries the function code.
-    const WireRegion& w = *first_return;
+    // Nothing to send (all inputs empty or single-send, or streams only): a
+    // zero-length WRITE_WITH_IMM still carries the function code.
+    const WireRegion& w = first_return != nullptr ? *first_return : *first_advertised;
     slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
@@ -414,7 +520,10 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   // answer at once); the spare of kDataRecvDepth is posted after it, while
   // the NAA works.
   Status s;
-  if (posted_data_recvs == 0) {
+  // Streams: the NAA may write output chunks as soon as the request lands,
+  // so their receives go up first (docs/protocol.md 15.3).
+  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(output_windows);
+  while (posted_data_recvs < before) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
@@ -436,32 +545,37 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   uint32_t status_imm = 0;
   // Names the call in errors; built only when one occurs.
   auto what = [fncode] { return "call of function " + std::to_string(fncode); };
-  s = internal::PollUntil(*conn, deadline, "waiting for the NAA", [&](const Completion& c, bool& done) -> Status {
-    if (c.status != CompletionStatus::kSuccess) {
-      return internal::CompletionFailure(
-          c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
-    }
-    if (c.wr_id == write_id) {
-      written = true;
-      send_budget.OnSendCompleted(c.wr_id);
-      if (sm.state() == CommState::kDataSending) {
-        NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+  if (!streams.empty()) {
+    s = RunStreams(*call_options.streams, write_id, deadline, status_imm);
+    written = answered = s.ok();
+  } else {
+    s = internal::PollUntil(*conn, deadline, "waiting for the NAA", [&](const Completion& c, bool& done) -> Status {
+      if (c.status != CompletionStatus::kSuccess) {
+        return internal::CompletionFailure(
+            c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
       }
-    } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
-      // Receives complete in posting order: this is the oldest posted one.
-      --posted_data_recvs;
-      if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
-        return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
+      if (c.wr_id == write_id) {
+        written = true;
+        send_budget.OnSendCompleted(c.wr_id);
+        if (sm.state() == CommState::kDataSending) {
+          NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+        }
+      } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
+        // Receives complete in posting order: this is the oldest posted one.
+        --posted_data_recvs;
+        if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+          return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
+        }
+        answered = true;
+        status_imm = c.imm_data;
+      } else {
+        return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
       }
-      answered = true;
-      status_imm = c.imm_data;
-    } else {
-      return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
-    }
-    done = written && answered;
-    return Status::Ok();
-  });
-  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded) {
+      done = written && answered;
+      return Status::Ok();
+    });
+  }
+  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
     s = DeadlineExceededError(
         what() + ": no answer from the NAA before the deadline" +
         (written ? "" : " (the inputs were not acknowledged either)") +
@@ -494,6 +608,169 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
         .set_wire_code(naa_status);
   }
   return Status::Ok();
+}
+
+Result<bool> ClientSession::Impl::PostFrame(LocalBuffer local, uint64_t remote_addr,
+                                            uint32_t rkey, uint32_t imm) {
+  if (send_budget.NeedsReclaim(1)) return false;
+  const bool signaled = send_budget.ShouldSignal(1);
+  const uint64_t id = MakeWrId(WrKind::kDataWrite, ++seq);
+  const WriteSlice slice{local, remote_addr, rkey};
+  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn, std::span<const WriteSlice>(&slice, 1),
+                                                     imm, id, signaled, scratch));
+  send_budget.OnPosted(1, signaled, id);
+  return true;
+}
+
+// docs/protocol.md 15: writes input chunks as the windows allow, takes output
+// chunks and credits them, until the NAA's status (which comes only once every
+// stream has ended) and our last signaled write are in.
+Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id,
+                                       Deadline deadline, uint32_t& status_imm) {
+  for (Stream& st : streams) {
+    st.chunks = st.consumed = 0;
+    st.credited = 0;
+    st.ended = st.stop = false;
+  }
+  auto name = [&](const Stream& st) {
+    return "stream " + Quote(params[st.param].spec.name);
+  };
+  bool answered = false;
+  std::array<Completion, 8> batch;
+  for (;;) {
+    // Send what the windows and the send queue allow: owed credits first.
+    for (size_t i = 0; i < streams.size(); ++i) {
+      Stream& st = streams[i];
+      const Param& p = params[st.param];
+      if (!st.input) {
+        // One credit per chunk (the NAA posted a receive for each).
+        while (st.credited < st.chunks) {
+          NAARPC_ASSIGN_OR_RETURN(
+              bool posted,
+              PostFrame({p.mr->remote_addr(), 0, p.mr->lkey()}, st.wire->peer_addr,
+                        st.wire->peer_rkey, EncodeStreamCredit(uint8_t(i), st.credited + 1, false)));
+          if (!posted) break;
+          ++st.credited;
+        }
+        continue;
+      }
+      while (!st.ended && st.chunks - st.consumed < st.window) {
+        if (send_budget.NeedsReclaim(1)) break;
+        const uint64_t slot = (st.chunks % st.window) * st.chunk;
+        size_t len = 0;
+        if (!st.stop) {
+          Result<size_t> n = handler.Produce(i, std::span<std::byte>(p.data + slot, st.chunk));
+          if (!n.ok()) return n.status().WithContext(name(st) + ": producing chunk " +
+                                                     std::to_string(st.chunks));
+          if (*n > st.chunk) {
+            return InvalidArgumentError(name(st) + ": Produce returned " + std::to_string(*n) +
+                                        " bytes for a chunk of " + std::to_string(st.chunk));
+          }
+          len = *n;
+        }
+        // The receive for the credit this chunk earns goes up first.
+        NAARPC_RETURN_IF_ERROR(PostDataRecv());
+        NAARPC_ASSIGN_OR_RETURN(
+            bool posted,
+            PostFrame({p.mr->remote_addr() + slot, static_cast<uint32_t>(len), p.mr->lkey()},
+                      st.wire->peer_addr + slot, st.wire->peer_rkey,
+                      EncodeStreamChunk(uint8_t(i), static_cast<uint32_t>(len))));
+        if (!posted) return InternalError("send queue full after the budget allowed a frame");
+        ++st.chunks;
+        if (len < st.chunk) st.ended = true;
+      }
+    }
+    if (answered && !send_budget.signal_pending()) return Status::Ok();
+
+    Result<size_t> n = conn->PollCompletions(batch, deadline);
+    if (!n.ok()) return n.status().WithContext("streaming");
+    if (*n == 0 && deadline.expired()) {
+      std::string state;
+      for (const Stream& st : streams) {
+        state += "; " + name(st) + (st.input ? ": " + std::to_string(st.chunks) + " chunk(s) written, " +
+                                                   std::to_string(st.consumed) + " consumed"
+                                             : ": " + std::to_string(st.chunks) + " chunk(s) received") +
+                 (st.ended ? ", ended" : "");
+      }
+      return DeadlineExceededError(
+          std::string(answered ? "the NAA answered, but our last write was not acknowledged"
+                               : "no status from the NAA") +
+          " before the deadline, mid-stream" + state);
+    }
+    for (size_t k = 0; k < *n; ++k) {
+      const Completion& c = batch[k];
+      if (c.status != CompletionStatus::kSuccess) {
+        return internal::CompletionFailure(
+            c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "stream receive" : "stream write", *conn);
+      }
+      if (WrIdKind(c.wr_id) == WrKind::kDataWrite) {
+        send_budget.OnSendCompleted(c.wr_id);
+        if (c.wr_id == write_id && sm.state() == CommState::kDataSending) {
+          NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+        }
+        continue;
+      }
+      if (WrIdKind(c.wr_id) != WrKind::kDataRecv) {
+        return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
+      }
+      --posted_data_recvs;
+      if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+        return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
+      }
+      if (answered) return ProtocolError("the NAA wrote again after its status");
+      if (!IsStreamFrame(c.imm_data)) {
+        // The status: every stream must have ended (docs/protocol.md 15.4),
+        // unless the kernel overran its time limit (the NAA then closes the
+        // connection at once, 7.4).
+        const bool timeout = DecodeStatusImmediate(c.imm_data) == kNaaStatusKernelTimeout;
+        for (const Stream& st : streams) {
+          if (!timeout && (!st.ended || (st.input && st.consumed != st.chunks))) {
+            return ProtocolError("the NAA sent its status before " + name(st) + " ended (" +
+                                 std::to_string(st.chunks) + " chunk(s), " +
+                                 (st.input ? std::to_string(st.consumed) + " consumed" : "open") +
+                                 ")");
+          }
+        }
+        answered = true;
+        status_imm = c.imm_data;
+        continue;
+      }
+      const std::optional<StreamFrame> f = DecodeStreamFrame(c.imm_data);
+      if (!f || f->stream >= streams.size()) {
+        return ProtocolError("stream frame 0x" + Hex(uint8_t(c.imm_data >> 24)) +
+                             "...: no such stream (the routine has " +
+                             std::to_string(streams.size()) + ")");
+      }
+      Stream& st = streams[f->stream];
+      if (f->credit) {
+        if (!st.input) return ProtocolError("the NAA credited output " + name(st));
+        const uint64_t consumed = st.consumed + ((f->value - st.consumed) & kStreamValueMask);
+        if (consumed > st.chunks) {
+          return ProtocolError(name(st) + ": the NAA credited " + std::to_string(consumed) +
+                               " chunk(s), only " + std::to_string(st.chunks) + " were written");
+        }
+        st.consumed = consumed;
+        st.stop = st.stop || f->stop;
+        continue;
+      }
+      if (st.input) return ProtocolError("the NAA wrote a chunk into input " + name(st));
+      if (st.ended) return ProtocolError(name(st) + ": a chunk after the end of the stream");
+      if (f->value > st.chunk) {
+        return ProtocolError(name(st) + ": chunk of " + std::to_string(f->value) +
+                             " bytes, larger than the chunk size " + std::to_string(st.chunk));
+      }
+      const Param& p = params[st.param];
+      const uint64_t slot = (st.chunks % st.window) * st.chunk;
+      const bool end = f->value < st.chunk;
+      NAARPC_RETURN_IF_ERROR(
+          handler.Consume(f->stream, std::span<const std::byte>(p.data + slot, f->value), end)
+              .WithContext(name(st) + ": consuming chunk " + std::to_string(st.chunks)));
+      ++st.chunks;
+      st.ended = end;
+      // The receive the chunk consumed is replaced for the next one.
+      NAARPC_RETURN_IF_ERROR(PostDataRecv());
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include "runtime/region_layout.h"
 #include "runtime/state_machine.h"
 #include "runtime/status.h"
+#include "runtime/stream.h"
 #include "runtime/transport.h"
 
 namespace naarpc {
@@ -47,6 +48,9 @@ struct CallOptions {
   // REQUIRES: send_lengths.size() is 0 or the number of RegionSpecs.
   std::span<const uint64_t> send_lengths;
   uint32_t user_bits = 0;  // reference dialect: immediate bits 8..31
+  // The session's streams (runtime/stream.h). REQUIRES: non-null iff the
+  // session has stream parameters; outlives the call.
+  StreamHandler* streams = nullptr;
 };
 
 class ClientSession {

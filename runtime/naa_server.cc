@@ -60,6 +60,7 @@ struct Group {
   uint8_t flags = 0;
   size_t first_entry = 0;
   size_t entry_count = 0;
+  uint32_t chunk = 0;  // streams: the chunk size (docs/protocol.md 15.1)
 };
 
 // Runs kernels that have a time limit on one long-lived thread per
@@ -274,6 +275,28 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
+  // ---- Streams (docs/protocol.md 15) ----
+  class StreamImpl;
+  friend class StreamImpl;
+  // Polls once (up to `deadline`) and applies what came: chunks and
+  // credits of the call's streams, our own write completions. An error
+  // sticks in stream_error_. REQUIRES: pump_mu_ held.
+  Status PumpStreams(Deadline deadline);
+  // Applies one stream frame of the running call. REQUIRES: pump_mu_ held
+  // or no kernel running.
+  Status ApplyFrame(uint32_t imm);
+  // Waits (pumping) until `ready()` or an error; bounded by the idle
+  // timeout between frames. REQUIRES: pump_mu_ held.
+  template <typename Ready>
+  Status PumpUntil(std::unique_lock<std::mutex>& lock, Ready&& ready, const char* waiting_for);
+  // Posts one stream frame; pumps first while the send queue is full.
+  // REQUIRES: pump_mu_ held.
+  Status PostStreamFrame(std::unique_lock<std::mutex>& lock, LocalBuffer local,
+                         uint64_t remote_addr, uint32_t rkey, uint32_t imm);
+  // After the kernel: drains unread input, ends open outputs, waits for
+  // every credit (docs/protocol.md 15.4).
+  Status FinishStreams();
+
   std::mutex conn_mu_;  // Interrupt() vs. the end of Run()
   std::unique_ptr<Connection> conn_;
   const std::string peer_;
@@ -322,7 +345,320 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   bool idle_logged_ = false;
   uint64_t seq_ = 0;
   uint64_t calls_ = 0;
+  // Streams: per connection, in stream order; the kernel may pump from its
+  // worker thread while the connection thread waits for it.
+  std::vector<size_t> stream_index_;   // groups_ index of each stream
+  std::vector<std::unique_ptr<StreamImpl>> streams_;
+  std::vector<NaaStream*> stream_ptrs_;
+  std::mutex pump_mu_;                 // conn_ while a streaming kernel runs
+  Status stream_error_;                // sticky within a call
+  bool streams_abandoned_ = false;     // the kernel overran: hands off conn_
+  // Frames that came behind a call's request while waiting for it; applied
+  // once the call starts.
+  std::vector<uint32_t> early_frames_;
 };
+
+// ---- Streams (docs/protocol.md 15) --------------------------------------------
+
+class ConnectionServer::StreamImpl final : public NaaStream {
+ public:
+  StreamImpl(ConnectionServer& cs, uint8_t index, const Group& g, const RegionRequest& host)
+      : cs_(cs),
+        index_(index),
+        input_((g.flags & kRegionFlagInput) != 0),
+        chunk_(g.chunk),
+        window_(static_cast<uint32_t>(g.memory.size() / g.chunk)),
+        ring_(g.memory.data()),
+        local_addr_(g.local_addr),
+        lkey_(g.lkey),
+        host_(host),
+        lengths_(window_, 0) {}
+
+  void Reset() {
+    arrived_ = consumed_ = sent_ = credited_ = 0;
+    end_arrived_ = end_read_ = ended_ = holding_ = slot_open_ = false;
+    stop_ = false;
+    fill_ = 0;
+  }
+
+  bool is_input() const override { return input_; }
+  size_t chunk_size() const override { return chunk_; }
+  uint32_t window() const override { return window_; }
+  bool ended() const override { return ended_; }
+
+  Result<std::span<const std::byte>> Next() override {
+    std::unique_lock<std::mutex> lock(cs_.pump_mu_);
+    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/true, "Next()"));
+    if (holding_) NAARPC_RETURN_IF_ERROR(Release(lock));
+    if (end_read_) {
+      ended_ = true;
+      return std::span<const std::byte>();
+    }
+    NAARPC_RETURN_IF_ERROR(
+        cs_.PumpUntil(lock, [this] { return arrived_ > consumed_; }, "the host's next chunk"));
+    const uint32_t len = lengths_[consumed_ % window_];
+    holding_ = true;
+    if (len < chunk_) end_read_ = true;
+    if (len == 0) return Next_Locked(lock);
+    return std::span<const std::byte>(ring_ + (consumed_ % window_) * chunk_, len);
+  }
+
+  Result<std::span<std::byte>> NextSlot() override {
+    std::unique_lock<std::mutex> lock(cs_.pump_mu_);
+    return NextSlotLocked(lock);
+  }
+
+  Status Commit(size_t bytes) override {
+    std::unique_lock<std::mutex> lock(cs_.pump_mu_);
+    return CommitLocked(lock, bytes);
+  }
+
+  Status Write(std::span<const std::byte> data) override {
+    std::unique_lock<std::mutex> lock(cs_.pump_mu_);
+    while (!data.empty()) {
+      NAARPC_ASSIGN_OR_RETURN(std::span<std::byte> slot, NextSlotLocked(lock));
+      const size_t n = std::min(data.size(), chunk_ - fill_);
+      std::memcpy(slot.data() + fill_, data.data(), n);
+      fill_ += n;
+      data = data.subspan(n);
+      if (fill_ == chunk_) NAARPC_RETURN_IF_ERROR(CommitLocked(lock, chunk_));
+    }
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    std::unique_lock<std::mutex> lock(cs_.pump_mu_);
+    return CloseLocked(lock);
+  }
+
+ private:
+  friend class ConnectionServer;
+
+  Status Usable(std::unique_lock<std::mutex>&, bool want_input, const char* op) const {
+    if (cs_.streams_abandoned_) {
+      return DeadlineExceededError("the call was abandoned (kernel timeout)");
+    }
+    NAARPC_RETURN_IF_ERROR(cs_.stream_error_);
+    if (input_ != want_input) {
+      return FailedPreconditionError(std::string(op) + " on an " +
+                                     (input_ ? "input" : "output") + " stream");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::span<const std::byte>> Next_Locked(std::unique_lock<std::mutex>& lock) {
+    NAARPC_RETURN_IF_ERROR(Release(lock));
+    ended_ = true;
+    return std::span<const std::byte>();
+  }
+
+  // Hands the held chunk's slot back: one credit.
+  Status Release(std::unique_lock<std::mutex>& lock) {
+    holding_ = false;
+    ++consumed_;
+    return cs_.PostStreamFrame(lock, {local_addr_, 0, lkey_}, host_.addr, host_.rkey,
+                               EncodeStreamCredit(index_, consumed_, stop_));
+  }
+
+  Result<std::span<std::byte>> NextSlotLocked(std::unique_lock<std::mutex>& lock) {
+    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "NextSlot()"));
+    if (ended_) return FailedPreconditionError("the output stream has ended");
+    if (!slot_open_) {
+      NAARPC_RETURN_IF_ERROR(cs_.PumpUntil(
+          lock, [this] { return sent_ - credited_ < window_; }, "a credit from the host"));
+      slot_open_ = true;
+      fill_ = 0;
+    }
+    return std::span<std::byte>(ring_ + (sent_ % window_) * chunk_, chunk_);
+  }
+
+  Status CommitLocked(std::unique_lock<std::mutex>& lock, size_t bytes) {
+    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "Commit()"));
+    if (!slot_open_) return FailedPreconditionError("Commit() without NextSlot()");
+    if (bytes > chunk_) {
+      return InvalidArgumentError("Commit(" + std::to_string(bytes) + ") beyond the chunk size " +
+                                  std::to_string(chunk_));
+    }
+    const uint64_t slot = (sent_ % window_) * chunk_;
+    // The receive for this chunk's credit goes up before the chunk.
+    NAARPC_RETURN_IF_ERROR(cs_.PostDataRecv());
+    NAARPC_RETURN_IF_ERROR(cs_.PostStreamFrame(
+        lock, {local_addr_ + slot, static_cast<uint32_t>(bytes), lkey_}, host_.addr + slot,
+        host_.rkey, EncodeStreamChunk(index_, static_cast<uint32_t>(bytes))));
+    ++sent_;
+    slot_open_ = false;
+    fill_ = 0;
+    if (bytes < chunk_) ended_ = true;
+    return Status::Ok();
+  }
+
+  Status CloseLocked(std::unique_lock<std::mutex>& lock) {
+    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "Close()"));
+    if (ended_) return Status::Ok();
+    const size_t rest = fill_;
+    NAARPC_RETURN_IF_ERROR(NextSlotLocked(lock).status());
+    return CommitLocked(lock, rest);  // < chunk: ends the stream
+  }
+
+  // A frame for this stream arrived (docs/protocol.md 15.3).
+  Status OnFrame(const StreamFrame& f) {
+    const std::string which = "stream " + std::to_string(index_);
+    if (f.credit) {
+      if (input_) return ProtocolError("the host credited input " + which);
+      const uint64_t credited = credited_ + ((f.value - credited_) & kStreamValueMask);
+      if (credited > sent_) {
+        return ProtocolError("the host credited " + std::to_string(credited) + " chunk(s) of " +
+                             which + ", only " + std::to_string(sent_) + " were sent");
+      }
+      credited_ = credited;
+      return Status::Ok();
+    }
+    if (!input_) return ProtocolError("the host wrote a chunk into output " + which);
+    if (end_arrived_) return ProtocolError(which + ": a chunk after the end of the stream");
+    if (f.value > chunk_) {
+      return ProtocolError(which + ": chunk of " + std::to_string(f.value) +
+                           " bytes, larger than the chunk size " + std::to_string(chunk_));
+    }
+    if (arrived_ - consumed_ >= window_) {
+      return ProtocolError(which + ": chunk " + std::to_string(arrived_) +
+                           " overwrote an unconsumed slot (window " + std::to_string(window_) +
+                           ", " + std::to_string(consumed_) + " consumed)");
+    }
+    lengths_[arrived_ % window_] = f.value;
+    ++arrived_;
+    if (f.value < chunk_) end_arrived_ = true;
+    return Status::Ok();
+  }
+
+  ConnectionServer& cs_;
+  const uint8_t index_;
+  const bool input_;
+  const size_t chunk_;
+  const uint32_t window_;
+  std::byte* const ring_;
+  const uint64_t local_addr_;
+  const uint32_t lkey_;
+  const RegionRequest host_;  // the host's ring
+  std::vector<uint32_t> lengths_;  // input: length of the chunk in each slot
+  // Input: chunks arrived / consumed (credited); output: sent / credited.
+  uint64_t arrived_ = 0, consumed_ = 0, sent_ = 0, credited_ = 0;
+  bool end_arrived_ = false;  // input: the end chunk is in
+  bool end_read_ = false;     // input: the chunk handed out is the end
+  bool ended_ = false;
+  bool holding_ = false;      // input: a chunk is handed out
+  bool slot_open_ = false;    // output: NextSlot() handed out a slot
+  bool stop_ = false;         // input: credits carry the stop bit
+  size_t fill_ = 0;           // output: bytes Write() put in the open slot
+};
+
+Status ConnectionServer::PumpStreams(Deadline deadline) {
+  std::array<Completion, 8> batch;
+  Result<size_t> n = conn_->PollCompletions(batch, deadline);
+  if (!n.ok()) return stream_error_ = n.status().WithContext("streaming");
+  for (size_t i = 0; i < *n; ++i) {
+    const Completion& c = batch[i];
+    if (c.status != CompletionStatus::kSuccess) {
+      return stream_error_ = internal::CompletionFailure(
+                 c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "stream receive" : "stream write",
+                 *conn_);
+    }
+    if (WrIdKind(c.wr_id) != WrKind::kDataRecv) {
+      send_budget_.OnSendCompleted(c.wr_id);
+      continue;
+    }
+    if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+      return stream_error_ = ProtocolError("expected a stream frame, got a SEND");
+    }
+    if (Status s = ApplyFrame(c.imm_data); !s.ok()) return stream_error_ = s;
+  }
+  return Status::Ok();
+}
+
+Status ConnectionServer::ApplyFrame(uint32_t imm) {
+  const std::optional<StreamFrame> f = DecodeStreamFrame(imm);
+  if (!f || f->stream >= streams_.size()) {
+    return ProtocolError("during a streaming call, immediate " + std::to_string(imm) +
+                         " is not a frame of one of its " + std::to_string(streams_.size()) +
+                         " streams");
+  }
+  NAARPC_RETURN_IF_ERROR(streams_[f->stream]->OnFrame(*f));
+  // A chunk consumed a receive posted for chunks: replace it (a credit's
+  // receive was posted for it alone, before its chunk).
+  return f->credit ? Status::Ok() : PostDataRecv();
+}
+
+template <typename Ready>
+Status ConnectionServer::PumpUntil(std::unique_lock<std::mutex>& lock, Ready&& ready,
+                                   const char* waiting_for) {
+  const auto zero = std::chrono::milliseconds::zero();
+  const Deadline idle = options_.idle_timeout > zero ? Deadline::After(options_.idle_timeout)
+                                                     : Deadline::Infinite();
+  while (!ready()) {
+    if (streams_abandoned_) return DeadlineExceededError("the call was abandoned (kernel timeout)");
+    NAARPC_RETURN_IF_ERROR(stream_error_);
+    if (stopping_.load(std::memory_order_relaxed)) {
+      return stream_error_ = UnavailableError("the NAA is shutting down");
+    }
+    if (idle.expired()) {
+      return stream_error_ = DeadlineExceededError(
+                 std::string("waiting for ") + waiting_for + ": nothing from the host for " +
+                 std::to_string(options_.idle_timeout.count()) +
+                 " ms (ServerOptions::idle_timeout)");
+    }
+    // Bounded waits: Shutdown and a kernel timeout get their turn.
+    NAARPC_RETURN_IF_ERROR(
+        PumpStreams(Deadline::Earlier(idle, Deadline::After(kStopCheckInterval))));
+    lock.unlock();
+    lock.lock();
+  }
+  return Status::Ok();
+}
+
+Status ConnectionServer::PostStreamFrame(std::unique_lock<std::mutex>& lock, LocalBuffer local,
+                                         uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+  NAARPC_RETURN_IF_ERROR(stream_error_);
+  NAARPC_RETURN_IF_ERROR(PumpUntil(
+      lock, [this] { return !send_budget_.NeedsReclaim(1); }, "a send-queue slot"));
+  const bool signaled = send_budget_.ShouldSignal(1);
+  const uint64_t id = MakeWrId(WrKind::kDataWrite, ++seq_);
+  const WriteSlice slice{local, remote_addr, rkey};
+  if (Status s = internal::PostWriteSequence(*conn_, std::span<const WriteSlice>(&slice, 1), imm,
+                                             id, signaled, scratch_);
+      !s.ok()) {
+    return stream_error_ = s;
+  }
+  send_budget_.OnPosted(1, signaled, id);
+  return Status::Ok();
+}
+
+Status ConnectionServer::FinishStreams() {
+  std::unique_lock<std::mutex> lock(pump_mu_);
+  for (auto& st : streams_) {
+    if (st->input_) {
+      // Unread input: from now on every credit says stop, and what still
+      // comes is credited unread (docs/protocol.md 15.4).
+      st->stop_ = !st->end_arrived_;
+      for (;;) {
+        if (st->holding_) {
+          NAARPC_RETURN_IF_ERROR(st->Release(lock));
+          continue;
+        }
+        if (st->consumed_ < st->arrived_) {
+          st->holding_ = true;
+          continue;
+        }
+        if (st->end_arrived_) break;
+        NAARPC_RETURN_IF_ERROR(PumpUntil(
+            lock, [&] { return st->arrived_ > st->consumed_; }, "the rest of an input stream"));
+      }
+    } else {
+      if (!st->ended_) NAARPC_RETURN_IF_ERROR(st->CloseLocked(lock));
+      NAARPC_RETURN_IF_ERROR(PumpUntil(
+          lock, [&] { return st->credited_ == st->sent_; }, "the host's last credits"));
+    }
+  }
+  return stream_error_;
+}
 
 void ConnectionServer::Log(const std::string& line) const {
   shared_->Log("naarpc NAA [" + peer_ + "]: " + line);
@@ -414,8 +750,16 @@ Status ConnectionServer::RunMrsp() {
     return SendMrspError(MrspErrorCode::kTooManyRegions);
   }
   uint64_t total = 0;
+  size_t stream_count = 0;
+  uint32_t windows = 0;
   for (const RegionRequest& r : req->regions) {
     total += r.size;
+    if (r.flags & kRegionFlagStream) {
+      // The address field carries the chunk size (docs/protocol.md 15.1).
+      ++stream_count;
+      windows += static_cast<uint32_t>(r.size / r.requested_naa_address);
+      continue;
+    }
     if (r.requested_naa_address != 0) {
       if (r.requested_naa_address >= options_.naa_memory_size) {
         Log("MRSP: NAA address " + std::to_string(r.requested_naa_address) + " out of bounds");
@@ -427,6 +771,12 @@ Status ConnectionServer::RunMrsp() {
         return SendMrspError(MrspErrorCode::kNotEnoughMemory);
       }
     }
+  }
+  if (stream_count > kMaxStreams || windows > kMaxStreamWindowTotal) {
+    Log("MRSP: " + std::to_string(stream_count) + " streams with windows adding up to " +
+        std::to_string(windows) + " (limits " + std::to_string(kMaxStreams) + " and " +
+        std::to_string(kMaxStreamWindowTotal) + ")");
+    return SendMrspError(MrspErrorCode::kTooManyRegions);
   }
   if (total > options_.max_bytes_per_connection) {
     Log("MRSP: " + std::to_string(total) + " bytes requested, budget " +
@@ -452,8 +802,22 @@ Status ConnectionServer::RunMrsp() {
   groups_.clear();
   for (size_t i = 0; i < req->regions.size(); ++i) {
     const RegionRequest& r = req->regions[i];
-    const bool internal = r.flags & kRegionFlagInternal;
     WireEntry e{r, 0, 0};
+    if (r.flags & kRegionFlagStream) {
+      // A stream's ring: its own group, advertised although it carries the
+      // internal bit (docs/protocol.md 15.1).
+      Group g;
+      g.flags = r.flags;
+      g.first_entry = i;
+      g.entry_count = 1;
+      g.chunk = static_cast<uint32_t>(r.requested_naa_address);
+      e.group = groups_.size();
+      stream_index_.push_back(groups_.size());
+      groups_.push_back(std::move(g));
+      entries_.push_back(e);
+      continue;
+    }
+    const bool internal = r.flags & kRegionFlagInternal;
     const bool is_metadata = !internal && dialect_ == Dialect::kSpec && metadata_index_ == SIZE_MAX;
     if (!internal && !is_metadata && !groups_.empty() && i > 0) {
       const WireEntry& prev = entries_.back();
@@ -495,7 +859,7 @@ Status ConnectionServer::RunMrsp() {
     g.memory = std::move(mem).value();
   }
   for (Group& g : groups_) {
-    if (g.flags & kRegionFlagInternal) continue;
+    if ((g.flags & kRegionFlagInternal) && !(g.flags & kRegionFlagStream)) continue;
     NAARPC_ASSIGN_OR_RETURN(g.mr, conn_->RegisterMemory(g.memory.data(), g.memory.size(),
                                                         kAccessLocalWrite | kAccessRemoteWrite));
     g.local_addr = g.mr->remote_addr();
@@ -510,6 +874,19 @@ Status ConnectionServer::RunMrsp() {
   // regions, so its WRITE_WITH_IMM always finds one. One spare stays posted
   // while a call runs (see HandleCall).
   for (int i = 0; i < internal::kDataRecvDepth; ++i) NAARPC_RETURN_IF_ERROR(PostDataRecv());
+  // Streams: the host's input chunks may follow its request at once, so
+  // their receives stay up all the time (docs/protocol.md 15.3).
+  for (size_t i = 0; i < stream_index_.size(); ++i) {
+    const Group& g = groups_[stream_index_[i]];
+    const RegionRequest& host = entries_[g.first_entry].request;
+    streams_.push_back(std::make_unique<StreamImpl>(*this, static_cast<uint8_t>(i), g, host));
+    stream_ptrs_.push_back(streams_.back().get());
+    if (streams_.back()->is_input()) {
+      for (uint32_t k = 0; k < streams_.back()->window(); ++k) {
+        NAARPC_RETURN_IF_ERROR(PostDataRecv());
+      }
+    }
+  }
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
   auto encoded = EncodeMrsp(MrspMessage(adv),
                             std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
@@ -569,6 +946,12 @@ Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) 
   }
   if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
     return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
+  }
+  if (!streams_.empty() && queued_count_ > 0) {
+    // A streaming call's request is waiting: what follows it is its frames
+    // (docs/protocol.md 15.2).
+    early_frames_.push_back(c.imm_data);
+    return Status::Ok();
   }
   if (queued_count_ == queued_calls_.size()) {
     // More calls than posted receives: cannot happen on a conforming transport.
@@ -667,7 +1050,9 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   }
   // Spec dialect: the metadata region holds the host addresses of the
   // return regions (one per wire region of a split parameter).
-  if (metadata_index_ == SIZE_MAX || param_index_.empty()) return kNaaStatusBadRegionLayout;
+  if (metadata_index_ == SIZE_MAX || (param_index_.empty() && stream_index_.empty())) {
+    return kNaaStatusBadRegionLayout;
+  }
   const Group& meta = groups_[metadata_index_];
   const auto* bytes = reinterpret_cast<const uint8_t*>(meta.memory.data());
   // The host rewrites the same addresses every call: reuse the last answer.
@@ -689,7 +1074,10 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   if (!ResolveMetadataReturns(std::span<const uint8_t>(bytes, meta.memory.size()),
                               param_of_address, returns)) {
     returns.clear();
-    return kNaaStatusBadRegionLayout;
+    // A routine that returns only streams sends an empty list (all zero).
+    const bool empty_list =
+        std::all_of(bytes, bytes + meta.memory.size(), [](uint8_t b) { return b == 0; });
+    if (stream_index_.empty() || !empty_list) return kNaaStatusBadRegionLayout;
   }
   resolved_metadata_.assign(bytes, bytes + meta.memory.size());
   return kNaaStatusSuccess;
@@ -743,6 +1131,12 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
       "(the kernel runs on with its own memory)");
   worker_->Abandon();
   kernel_overran_ = true;
+  {
+    // A streaming kernel pumps the connection from its thread: take the
+    // connection back (it waits at most one bounded poll).
+    std::lock_guard<std::mutex> lock(pump_mu_);
+    streams_abandoned_ = true;
+  }
   return kNaaStatusKernelTimeout;
 }
 
@@ -751,6 +1145,12 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kCalculating));
   std::vector<size_t>& returns = returns_;
   uint8_t status = kNaaStatusSuccess;
+  for (auto& st : streams_) st->Reset();
+  stream_error_ = Status::Ok();
+  for (uint32_t frame : early_frames_) {
+    if (stream_error_.ok()) stream_error_ = ApplyFrame(frame);
+  }
+  early_frames_.clear();
   const std::optional<RequestImmediate> req = DecodeRequestImmediate(imm);
   if (!req) {
     status = kNaaStatusUnknownFunction;
@@ -770,6 +1170,7 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
                     .call_index = calls_,
                     .params = call_params_,
                     .internal = call_internal_,
+                    .streams = stream_ptrs_,
                     .failure_detail = {}};
     status = RunKernel(call_);
     // (An abandoned kernel still owns call_.)
@@ -777,6 +1178,12 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
       Log("call of function " + std::to_string(call_.function_code) + " failed with status " +
           std::to_string(status) + ": " + call_.failure_detail);
     }
+  }
+  if (!streams_.empty() && !kernel_overran_) {
+    // Every stream ends before the status, whether or not the kernel ran
+    // (docs/protocol.md 15.4); a stream that cannot end (the host left or
+    // broke the protocol) ends the connection.
+    NAARPC_RETURN_IF_ERROR(FinishStreams());
   }
   ++calls_;
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
@@ -808,8 +1215,11 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
     // Error status (or nothing to return): one zero-length WRITE_WITH_IMM to
     // the first return region, else the first parameter region.
     const size_t p = returns.empty() ? 0 : returns.front();
-    if (p >= param_index_.size()) return ProtocolError("no host region to carry the status");
-    const Group& g = groups_[param_index_[p]];
+    // A routine of streams only: the first stream's ring carries it.
+    if (p >= param_index_.size() && stream_index_.empty()) {
+      return ProtocolError("no host region to carry the status");
+    }
+    const Group& g = groups_[p < param_index_.size() ? param_index_[p] : stream_index_[0]];
     const WireEntry& e = entries_[g.first_entry];
     slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr, e.request.rkey});
   }

@@ -32,6 +32,35 @@ struct NaaRegion {
   uint64_t reply_length = 0;
 };
 
+// One stream of a call, as its kernel sees it (docs/protocol.md 15). Valid
+// during Handle() only; one thread at a time. Errors (the host left, broke
+// the protocol, the call was abandoned after a kernel timeout) are
+// returned by every later operation; the kernel should then return.
+class NaaStream {
+ public:
+  virtual ~NaaStream() = default;
+  virtual bool is_input() const = 0;
+  virtual size_t chunk_size() const = 0;
+  virtual uint32_t window() const = 0;
+  // Input: the next chunk, in place in the NAA's ring (valid until the next
+  // Next() or the end of Handle()); an empty span at the end of the stream
+  // and after it. Hands the previous chunk's slot back to the host. Waits
+  // for the host's data.
+  virtual Result<std::span<const std::byte>> Next() = 0;
+  // Output: the slot for the next chunk (chunk_size() bytes), waiting for
+  // the host to free one; then Commit sends its first `bytes`. Fewer than
+  // chunk_size() bytes (0 included) end the stream.
+  virtual Result<std::span<std::byte>> NextSlot() = 0;
+  virtual Status Commit(size_t bytes) = 0;
+  // Output, by copy: appends `data` (full chunks leave as they fill);
+  // Close() sends the rest and ends the stream (Handle() returning ends it
+  // too).
+  virtual Status Write(std::span<const std::byte> data) = 0;
+  virtual Status Close() = 0;
+  // The stream has ended (input: its end was read; output: it was ended).
+  virtual bool ended() const = 0;
+};
+
 struct NaaCall {
   uint8_t function_code = 0;
   Dialect dialect = Dialect::kSpec;
@@ -39,6 +68,7 @@ struct NaaCall {
   uint64_t call_index = 0;               // 0 for the first call on a connection
   std::span<NaaRegion> params;           // parameter regions, in MRSP order
   std::span<std::span<std::byte>> internal;  // internal regions, in MRSP order
+  std::span<NaaStream* const> streams;       // in stream order (docs/protocol.md 15)
   // Why the call failed, set by a handler that returns a non-zero status;
   // the NAA logs it (the host sees only the status).
   std::string failure_detail;

@@ -16,6 +16,15 @@ enum class Direction : uint8_t {
   kInternal,  // NAA-only, never transferred
 };
 
+// A stream parameter (docs/protocol.md 15): its data flows in chunks during
+// the call, through a ring of `window` slots of `chunk_size` bytes on the
+// reading side, so it may be far larger than either side's memory.
+struct StreamSpec {
+  uint32_t chunk_size = 0;  // 0: not a stream; else 1..2^23
+  uint32_t window = 0;      // 1..64; a routine's windows add up to <= 62
+  bool enabled() const { return chunk_size != 0; }
+};
+
 struct RegionSpec {
   std::string name;               // for error messages
   Direction direction = Direction::kIn;
@@ -25,6 +34,10 @@ struct RegionSpec {
   // Optional user memory (zero-copy). If null, the session allocates the
   // buffer. REQUIRES: if set, at least `size` bytes that outlive the session.
   void* external_buffer = nullptr;
+  // Streams: direction kIn or kOut; `size` is 0 or chunk_size * window (the
+  // ring); no external buffer. Their data goes through a StreamHandler
+  // (runtime/stream.h), not buffer().
+  StreamSpec stream{};
 };
 
 }  // namespace naarpc

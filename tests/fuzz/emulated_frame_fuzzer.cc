@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -96,7 +97,15 @@ int RawPeer(uint16_t port) {
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) Fail("socket");
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) break;
-    const int err = errno;
+    int err = errno;
+    if (err == EINTR) {  // libFuzzer's timer signal: the connect goes on
+      pollfd p{fd, POLLOUT, 0};
+      while (::poll(&p, 1, -1) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == 0) break;
+    }
     ::close(fd);
     if (err != EADDRNOTAVAIL || attempt == 1000) {
       std::fprintf(stderr, "connect: %s\n", std::strerror(err));
@@ -110,9 +119,11 @@ int RawPeer(uint16_t port) {
   uint8_t hello[16] = {};
   PutLe(hello, 0x4e414545, 4);  // "NAEE"
   PutLe(hello + 4, 1, 2);       // wire version
-  if (::send(fd, hello, sizeof(hello), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(hello))) {
-    Fail("send hello");
-  }
+  ssize_t sent;
+  do {
+    sent = ::send(fd, hello, sizeof(hello), MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent != static_cast<ssize_t>(sizeof(hello))) Fail("send hello");
   return fd;
 }
 
@@ -120,6 +131,7 @@ void SendAll(int fd, const std::vector<uint8_t>& bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;  // the target may have shut the connection down
     off += static_cast<size_t>(n);
   }

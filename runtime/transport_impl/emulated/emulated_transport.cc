@@ -570,6 +570,11 @@ Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
   std::lock_guard<std::mutex> lock(op_mu_);
   CheckDisconnectRequest();
   if (broken_) return DownError();
+  if (opts_.recv_queue_depth != 0 && rq_.size() >= opts_.recv_queue_depth) {
+    // As ibv_post_recv on a full receive queue (ENOMEM).
+    return ResourceExhaustedError("emulated transport: receive queue full (depth " +
+                                  std::to_string(opts_.recv_queue_depth) + ")");
+  }
   RecvWr r;
   r.wr_id = wr_id;
   r.addr = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(buffer.addr));

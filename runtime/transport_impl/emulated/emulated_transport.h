@@ -84,6 +84,10 @@ struct EmulatedOptions {
   // outstanding, a request being freed once the completion of it or of a
   // later one has been polled. 0 = unbounded.
   uint32_t send_queue_depth = 64;
+  // Receive-queue depth (verbs' max_recv_wr): PostRecv fails with
+  // kResourceExhausted while this many receives are posted and not yet
+  // consumed by a message. 0 = unbounded.
+  uint32_t recv_queue_depth = 64;
   // Optional fault injection (tests only); shared by all connections.
   std::shared_ptr<FaultInjector> faults;
 };
