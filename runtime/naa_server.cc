@@ -388,7 +388,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
 
   Result<std::span<const std::byte>> Next() override {
     std::unique_lock<std::mutex> lock(cs_.pump_mu_);
-    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/true, "Next()"));
+    NAARPC_RETURN_IF_ERROR(Usable(/*want_input=*/true, "Next()"));
     if (holding_) NAARPC_RETURN_IF_ERROR(Release(lock));
     if (end_read_) {
       ended_ = true;
@@ -399,7 +399,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
     const uint32_t len = lengths_[consumed_ % window_];
     holding_ = true;
     if (len < chunk_) end_read_ = true;
-    if (len == 0) return Next_Locked(lock);
+    if (len == 0) return ReleaseTheEnd(lock);
     return std::span<const std::byte>(ring_ + (consumed_ % window_) * chunk_, len);
   }
 
@@ -434,7 +434,8 @@ class ConnectionServer::StreamImpl final : public NaaStream {
  private:
   friend class ConnectionServer;
 
-  Status Usable(std::unique_lock<std::mutex>&, bool want_input, const char* op) const {
+  // REQUIRES: pump_mu_ held.
+  Status Usable(bool want_input, const char* op) const {
     if (cs_.streams_abandoned_) {
       return DeadlineExceededError("the call was abandoned (kernel timeout)");
     }
@@ -446,7 +447,8 @@ class ConnectionServer::StreamImpl final : public NaaStream {
     return Status::Ok();
   }
 
-  Result<std::span<const std::byte>> Next_Locked(std::unique_lock<std::mutex>& lock) {
+  // An empty end chunk: hands its slot back at once; the stream has ended.
+  Result<std::span<const std::byte>> ReleaseTheEnd(std::unique_lock<std::mutex>& lock) {
     NAARPC_RETURN_IF_ERROR(Release(lock));
     ended_ = true;
     return std::span<const std::byte>();
@@ -461,7 +463,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   }
 
   Result<std::span<std::byte>> NextSlotLocked(std::unique_lock<std::mutex>& lock) {
-    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "NextSlot()"));
+    NAARPC_RETURN_IF_ERROR(Usable(/*want_input=*/false, "NextSlot()"));
     if (ended_) return FailedPreconditionError("the output stream has ended");
     if (!slot_open_) {
       NAARPC_RETURN_IF_ERROR(cs_.PumpUntil(
@@ -473,7 +475,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   }
 
   Status CommitLocked(std::unique_lock<std::mutex>& lock, size_t bytes) {
-    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "Commit()"));
+    NAARPC_RETURN_IF_ERROR(Usable(/*want_input=*/false, "Commit()"));
     if (!slot_open_) return FailedPreconditionError("Commit() without NextSlot()");
     if (bytes > chunk_) {
       return InvalidArgumentError("Commit(" + std::to_string(bytes) + ") beyond the chunk size " +
@@ -493,7 +495,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   }
 
   Status CloseLocked(std::unique_lock<std::mutex>& lock) {
-    NAARPC_RETURN_IF_ERROR(Usable(lock, /*want_input=*/false, "Close()"));
+    NAARPC_RETURN_IF_ERROR(Usable(/*want_input=*/false, "Close()"));
     if (ended_) return Status::Ok();
     const size_t rest = fill_;
     NAARPC_RETURN_IF_ERROR(NextSlotLocked(lock).status());
