@@ -737,9 +737,10 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       }
       const std::optional<StreamFrame> f = DecodeStreamFrame(c.imm_data);
       if (!f || f->stream >= streams.size()) {
-        return ProtocolError("stream frame 0x" + Hex(uint8_t(c.imm_data >> 24)) +
-                             "...: no such stream (the routine has " +
-                             std::to_string(streams.size()) + ")");
+        char imm[16];
+        std::snprintf(imm, sizeof imm, "0x%08x", c.imm_data);
+        return ProtocolError(std::string("stream frame ") + imm + " is not valid for the " +
+                             std::to_string(streams.size()) + " stream(s) of this routine");
       }
       Stream& st = streams[f->stream];
       if (f->credit) {
