@@ -3,18 +3,7 @@
 checked-in seed corpus. Tagged "fuzz": the sanitizer passes of .ci/run skip
 it (the fuzzer is its own ASan+UBSan build)."""
 
-def _headers_impl(ctx):
-    headers = depset(transitive = [
-        dep[CcInfo].compilation_context.headers
-        for dep in ctx.attr.deps
-    ])
-    return [DefaultInfo(runfiles = ctx.runfiles(transitive_files = headers))]
-
-# The headers of C++ libraries (transitively), as runfiles.
-_headers = rule(
-    implementation = _headers_impl,
-    attrs = {"deps": attr.label_list(providers = [CcInfo])},
-)
+load("//tests/testing:cc_headers.bzl", "cc_headers")
 
 def naarpc_fuzz_test(name, fuzzer, srcs, hdrs = [], hdr_deps = [], corpus = None, max_len = 4096, runs = 50000, libs = [], **kwargs):
     """fuzzer: the file with LLVMFuzzerTestOneInput; srcs: the sources it
@@ -24,7 +13,7 @@ def naarpc_fuzz_test(name, fuzzer, srcs, hdrs = [], hdr_deps = [], corpus = None
     corpus = corpus or "corpus/" + name
     pkg = native.package_name()
     if hdr_deps:
-        _headers(name = name + "_headers", deps = hdr_deps, testonly = True)
+        cc_headers(name = name + "_headers", deps = hdr_deps, testonly = True)
         hdrs = hdrs + [":" + name + "_headers"]
     native.sh_test(
         name = name,
