@@ -1,0 +1,88 @@
+// The C++ name-clash analysis (docs/idl.md, "Names"): two declarations that
+// would generate the same C++ identifier in one scope are rejected, naming
+// both and the generated name, at the later one's line:column.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/idl/test_util.h"
+
+namespace naarpc::idl::testing {
+namespace {
+
+std::string Services(std::string_view services) {
+  return "package: t.pkg\nservices:\n" + std::string(services);
+}
+// A one-line routine with an input and an output parameter.
+std::string R(std::string_view name, int code, std::string_view in = "a",
+              std::string_view out = "o") {
+  return "      - {name: " + std::string(name) + ", code: " + std::to_string(code) +
+         ", params: [{name: " + std::string(in) + ", type: u8, size: 1, direction: in}, {name: " +
+         std::string(out) + ", type: u8, size: 1, direction: out}]}\n";
+}
+
+::testing::AssertionResult Clash(std::string_view text, std::string_view fragment) {
+  bool ok = false;
+  const std::vector<Diagnostic> diags = Diagnose(text, &ok);
+  if (ok) return ::testing::AssertionFailure() << "accepted:" << Lines(diags);
+  for (const Diagnostic& d : diags) {
+    if (d.is_error() && d.ToString().find(fragment) != std::string::npos) {
+      return ::testing::AssertionSuccess();
+    }
+  }
+  return ::testing::AssertionFailure() << "no '" << fragment << "' among:" << Lines(diags);
+}
+
+TEST(Clash, RoutinesDifferingInCaseOrUnderscores) {
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("Add", 1) + R("add", 2)),
+                    "t.naa.yaml:6:16: error: services[0].routines[1].name: routine 'add' "
+                    "generates 'pool_add_'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("GetX", 1) + R("Get_x", 2)),
+                    "which routine 'GetX' at line 5 also generates"));
+}
+
+TEST(Clash, ServiceAndRoutineConcatenations) {
+  EXPECT_TRUE(Clash(Services("  - name: A\n    routines:\n" + R("BC", 1) +
+                             "  - name: AB\n    routines:\n" + R("C", 2)),
+                    "routine 'C' generates 'ABCRegions' (file-scope function"));
+}
+
+TEST(Clash, ParametersAgainstGeneratedMembers) {
+  EXPECT_TRUE(Clash(
+      Services("  - name: S\n    routines:\n      - {name: R, code: 1, params: [{name: x, type: "
+               "u8, max: 4, direction: in}, {name: x_size, type: u8, size: 1, direction: out}]}\n"),
+      "parameter 'x_size' of 'R' generates 'x_size' (accessor of SClient::RCall)"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "lease_", "o")),
+                    "which the generated code itself declares there (member lease_ of "
+                    "SClient::RCall)"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "a", "RCall")),
+                    "the name of class SClient::RCall"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "R", "o")),
+                    "parameter 'R' of 'R' generates 'R' (argument of SClient::RAsync), which "
+                    "hides 'R'"));
+}
+
+TEST(Clash, ErrorNamesMappingToOneEnumerator) {
+  const std::string routines = "    routines:\n" + R("R", 1);
+  EXPECT_TRUE(Clash(Services("  - name: S\n    errors: [{name: FOO_1, code: 0x10}, {name: FOO1, "
+                             "code: 0x11}]\n" + routines),
+                    "error 'FOO1' generates 'kFoo1' (enumerator of SError), which error 'FOO_1'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    errors: [{name: OK_, code: 0x12}]\n" + routines),
+                    "error 'OK_' generates 'kOk' (enumerator of SError), which the generated code "
+                    "itself declares there"));
+}
+
+TEST(Clash, RoutinesNamedLikeGeneratedClasses) {
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("SClient", 1)),
+                    "routine 'SClient' generates 'SClient'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("SService", 1)),
+                    "routine 'SService' generates 'SService'"));
+}
+
+TEST(Clash, DistinctNamesAreFine) {
+  EXPECT_TRUE(Accepted(Services("  - name: S\n    routines:\n" + R("Add", 1) + R("Sub", 2) +
+                                "  - name: T\n    routines:\n" + R("Add", 3))));
+}
+
+}  // namespace
+}  // namespace naarpc::idl::testing
