@@ -2,18 +2,24 @@
 // (tests/naaice/reference_peer.h), in every direction, on both transports
 // (verbs in the Soft-RoCE guest): naarpc's client against the reference
 // NAA, the reference host against naarpc's NAA; stock kernels, error
-// statuses, single-send regions, internal regions, user bits, several hosts
-// at once, an unknown function code, a kernel timeout. Negative controls show
-// the peers catch the two wire mistakes that broke real interop: a missing
-// solicited-event bit, and a status only in bits 0..7.
+// statuses, single-send regions (also as the only input), internal regions,
+// user bits, several hosts at once, MRSP errors, an unknown function code, a
+// spec-dialect call, a kernel timeout. Negative controls show the peers catch
+// the two wire mistakes that broke real interop: a missing solicited-event bit
+// (on the MRSP or only on the last write of a call or reply), and a status
+// only in bits 0..7.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +48,11 @@ constexpr uint8_t kEchoUserBits = 20;  // first output <- user bits (4 bytes); s
 constexpr uint8_t kAddCoeff = 21;      // y = x + coeff, bytewise: regions coeff, x, y
 constexpr uint8_t kAccumulate = 22;    // internal acc (u64) += x; y = acc: regions x, y
 constexpr uint8_t kOverrun = 24;       // naarpc NAA only: overruns its 50 ms limit
+// kAddCoeff and kAccumulate check the layout they are given (what the NAA
+// made of the MRSP) and answer kNaaStatusBadRegionLayout if it is not theirs:
+// kAccumulate wants 2 parameter regions and one internal region of kAccBytes
+// (the internal region is no parameter region, and has the requested size).
+constexpr size_t kAccBytes = 64;
 
 uint8_t EchoUserBits(uint32_t user_bits, std::span<std::byte> out) {
   std::memcpy(out.data(), &user_bits, 4);
@@ -64,10 +75,14 @@ naaice::ReferenceNaaOptions RefKernels() {
   naaice::ReferenceNaaOptions o;
   o.kernels[kEchoUserBits] = [](RefCall& c) { return EchoUserBits(c.user_bits, c.regions.back()); };
   o.kernels[kAddCoeff] = [](RefCall& c) {
+    if (c.regions.size() != 3 || !c.internal.empty()) return kNaaStatusBadRegionLayout;
     AddCoeff(c.regions[0], c.regions[1], c.regions[2]);
     return uint8_t{0};
   };
   o.kernels[kAccumulate] = [](RefCall& c) {
+    if (c.regions.size() != 2 || c.internal.size() != 1 || c.internal[0].size() != kAccBytes) {
+      return kNaaStatusBadRegionLayout;
+    }
     Accumulate(c.regions[0], c.internal[0], c.regions[1]);
     return uint8_t{0};
   };
@@ -78,14 +93,33 @@ naaice::ReferenceNaaOptions RefKernels() {
 class NaarpcKernels final : public NaaHandler {
  public:
   uint8_t Handle(NaaCall& call) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++handled_;
+    }
+    handled_cv_.notify_all();
     auto& p = call.params;
     switch (call.function_code) {
       case kEchoUserBits: return EchoUserBits(call.user_bits, p.back().data);
-      case kAddCoeff: AddCoeff(p[0].data, p[1].data, p[2].data); return 0;
-      case kAccumulate: Accumulate(p[0].data, call.internal[0], p[1].data); return 0;
+      case kAddCoeff:
+        if (p.size() != 3 || !call.internal.empty()) return kNaaStatusBadRegionLayout;
+        AddCoeff(p[0].data, p[1].data, p[2].data);
+        return 0;
+      case kAccumulate:
+        if (p.size() != 2 || call.internal.size() != 1 || call.internal[0].size() != kAccBytes) {
+          return kNaaStatusBadRegionLayout;
+        }
+        Accumulate(p[0].data, call.internal[0], p[1].data);
+        return 0;
       case kOverrun: overrun_release_.wait(); return 0;
       default: return stock_.Handle(call);
     }
+  }
+  // Waits until the kernels have been called `n` times in all; false if
+  // `deadline` passed first.
+  bool WaitForCalls(uint64_t n, Deadline deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return handled_cv_.wait_until(lock, deadline.when(), [&] { return handled_ >= n; });
   }
   std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
     return code == kOverrun ? 50ms : std::chrono::milliseconds::zero();
@@ -94,6 +128,9 @@ class NaarpcKernels final : public NaaHandler {
 
  private:
   services::naaice_stock::NaaiceStockKernels stock_;
+  std::mutex mu_;
+  std::condition_variable handled_cv_;
+  uint64_t handled_ = 0;  // guarded by mu_
   std::promise<void> overrun_released_;
   std::shared_future<void> overrun_release_ = overrun_released_.get_future().share();
 };
@@ -105,6 +142,20 @@ class ForgetsSolicitedBit final : public testing::ForwardingConnection {
   Status PostSend(std::span<const SendRequest> requests) override {
     std::vector<SendRequest> copy(requests.begin(), requests.end());
     for (SendRequest& r : copy) r.solicited = false;
+    return inner().PostSend(copy);
+  }
+};
+
+// Clears the solicited-event bit of the last write of every call or reply
+// (the WRITE_WITH_IMM) only: the MRSP goes through, calls or replies stall.
+class ForgetsSolicitedBitOnWriteWithImm final : public testing::ForwardingConnection {
+ public:
+  using ForwardingConnection::ForwardingConnection;
+  Status PostSend(std::span<const SendRequest> requests) override {
+    std::vector<SendRequest> copy(requests.begin(), requests.end());
+    for (SendRequest& r : copy) {
+      if (r.opcode == WorkOpcode::kRdmaWriteWithImm) r.solicited = false;
+    }
     return inner().PostSend(copy);
   }
 };
@@ -167,8 +218,8 @@ class InteropTest : public ::testing::TestWithParam<std::string> {
   }
 
   // --- naarpc host -> reference NAA
-  void StartReferenceNaa() {
-    auto naa = ReferenceNaa::Start(*transport_, address_, 0, RefKernels());
+  void StartReferenceNaa(naaice::ReferenceNaaOptions options = RefKernels()) {
+    auto naa = ReferenceNaa::Start(*transport_, address_, 0, std::move(options));
     ASSERT_TRUE(naa.ok()) << naa.status().ToString();
     ref_naa_ = std::move(naa).value();
   }
@@ -221,11 +272,13 @@ TEST_P(InteropTest, NaarpcClientRunsTheStockKernelsOfTheReferenceNaa) {
                                {"out", Direction::kOut, 4096}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   Fill((*s)->buffer(0), 10);
-  // The reference NAA writes every output region back whole: "out" shows its
-  // own buffer, incremented by every call.
+  // The reference NAA writes every output region back whole, on every call
+  // (function 3 too): "out" shows its own buffer, incremented by every call,
+  // over whatever the host left there.
   uint8_t out_total = 0;
   for (uint8_t code : {1, 2, 3, 1}) {
     Fill((*s)->buffer(1), 50);
+    std::fill((*s)->buffer(2).begin(), (*s)->buffer(2).end(), std::byte{0xee});
     Status st = (*s)->Call(code, Deadline::After(20s));
     ASSERT_TRUE(st.ok()) << "function " << int(code) << ": " << st.ToString();
     const uint8_t add = code == 3 ? 0 : code;
@@ -274,12 +327,32 @@ TEST_P(InteropTest, NaarpcClientSendsASingleSendRegionOnlyOnce) {
   EXPECT_TRUE(BytesAre((*s)->buffer(2), 105));
 }
 
+// With a single-send region as its only input there is nothing to write
+// after the first call; the call must reach the reference NAA all the same.
+TEST_P(InteropTest, NaarpcClientCallsWhenASingleSendRegionIsItsOnlyInput) {
+  StartReferenceNaa();
+  RegionSpec coeff{"coeff", Direction::kIn, 64};
+  coeff.single_send = true;
+  auto s = OpenOnReferenceNaa({coeff, {"y", Direction::kOut, 64}});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::fill((*s)->buffer(0).begin(), (*s)->buffer(0).end(), std::byte{9});
+  for (uint8_t call = 1; call <= 3; ++call) {
+    std::fill((*s)->buffer(1).begin(), (*s)->buffer(1).end(), std::byte{0xee});
+    Status st = (*s)->Call(1, Deadline::After(20s));
+    ASSERT_TRUE(st.ok()) << "call " << int(call) << ": " << st.ToString();
+    // Function 1 adds 1 to the NAA's "y" on every call and writes it back.
+    EXPECT_TRUE(AllBytesAre((*s)->buffer(1), call)) << "call " << int(call);
+  }
+  EXPECT_EQ(ref_naa_->calls_answered(), 3u);
+}
+
 TEST_P(InteropTest, NaarpcClientUsesAnInternalRegionOfTheReferenceNaa) {
   StartReferenceNaa();
   auto s = OpenOnReferenceNaa({{"x", Direction::kIn, 8},
                                {"y", Direction::kOut, 8},
-                               {"acc", Direction::kInternal, 64}});
+                               {"acc", Direction::kInternal, kAccBytes}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();  // not advertised back
+  EXPECT_TRUE((*s)->buffer(2).empty()) << "an internal region has no host buffer";
   uint64_t expected = 0;
   for (uint64_t x : {7u, 35u, 1000u}) {
     std::memcpy((*s)->buffer(0).data(), &x, 8);
@@ -331,6 +404,53 @@ TEST_P(InteropTest, AnUnknownFunctionCodeIsNeverAnsweredAndTheErrorSaysWhy) {
   EXPECT_EQ(ref_naa_->calls_ignored(), 1u);
 }
 
+// The reference NAA's MRSP errors (too many regions, not enough memory)
+// reach naarpc's client as such, with the NAA's error code.
+TEST_P(InteropTest, NaarpcClientGetsTheMrspErrorsOfTheReferenceNaa) {
+  naaice::ReferenceNaaOptions limits = RefKernels();
+  limits.max_regions = 4;
+  limits.max_bytes = 4096;
+  StartReferenceNaa(std::move(limits));
+  auto too_many = OpenOnReferenceNaa(std::vector<RegionSpec>(5, {"r", Direction::kInOut, 64}));
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), StatusCode::kMrspError) << too_many.status().ToString();
+  EXPECT_EQ(too_many.status().wire_code(),
+            std::optional<uint8_t>(uint8_t(MrspErrorCode::kTooManyRegions)));
+  auto too_big = OpenOnReferenceNaa({{"in", Direction::kIn, 4096}, {"out", Direction::kOut, 64}});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kMrspError) << too_big.status().ToString();
+  EXPECT_EQ(too_big.status().wire_code(),
+            std::optional<uint8_t>(uint8_t(MrspErrorCode::kNotEnoughMemory)));
+  // Within the limits the same NAA serves.
+  auto fits = OpenOnReferenceNaa({{"in", Direction::kIn, 4000}, {"out", Direction::kOut, 64}});
+  ASSERT_TRUE(fits.ok()) << fits.status().ToString();
+  Status st = (*fits)->Call(3, Deadline::After(20s));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(ref_naa_->calls_answered(), 1u);
+}
+
+// A naarpc client left in the spec dialect (request immediate without bit 7)
+// against a reference NAA: the NAA never answers, and the client's error names
+// the dialect it called in.
+TEST_P(InteropTest, TheReferenceNaaNeverAnswersASpecDialectCall) {
+  StartReferenceNaa();
+  ClientOptions options;
+  options.dialect = Dialect::kSpec;
+  auto s = ClientSession::Open(*transport_, address_, ref_naa_->port(),
+                               {{"data", Direction::kInOut, 64}}, options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Status st = (*s)->Call(1, Deadline::After(500ms));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("in the spec dialect"), std::string::npos) << st.ToString();
+  s->reset();  // disconnects: the NAA's connection ends, its counts are final
+  ASSERT_TRUE(ref_naa_->WaitForClosedConnections(1, Deadline::After(20s)));
+  EXPECT_EQ(ref_naa_->calls_answered(), 0u);
+  EXPECT_EQ(ref_naa_->calls_ignored(), 1u);
+  const std::vector<std::string> violations = ref_naa_->TakeViolations();
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("without bit 7"), std::string::npos) << violations[0];
+}
+
 // Negative control: without the solicited bit the reference NAA is never
 // woken by the MRSP request (it lands and is acknowledged), so naarpc's
 // client waits in vain, and says what it saw.
@@ -348,6 +468,21 @@ TEST_P(InteropTest, WithoutTheSolicitedBitTheReferenceNaaNeverAnswers) {
   EXPECT_EQ(ref_naa_->calls_answered(), 0u);
 }
 
+// Negative control: the MRSP carries the solicited bit, the call's last write
+// does not: the call lands, and the reference NAA never sees it.
+TEST_P(InteropTest, WithoutTheSolicitedBitOnItsLastWriteTheReferenceNaaNeverSeesTheCall) {
+  StartReferenceNaa();
+  testing::WrappingTransport forgetful(*transport_, Wrap<ForgetsSolicitedBitOnWriteWithImm>());
+  auto s = OpenOnReferenceNaa({{"data", Direction::kInOut, 64}}, &forgetful);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Status st = (*s)->Call(1, Deadline::After(1s));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  s->reset();  // disconnects: the NAA's connection ends, its counts are final
+  ASSERT_TRUE(ref_naa_->WaitForClosedConnections(1, Deadline::After(20s)));
+  EXPECT_EQ(ref_naa_->calls_answered(), 0u);
+  EXPECT_EQ(ref_naa_->calls_ignored(), 0u);
+}
+
 // ===== the reference host against naarpc's NAA ================================
 
 TEST_P(InteropTest, ReferenceHostRunsTheStockKernelsOnNaarpc) {
@@ -357,9 +492,12 @@ TEST_P(InteropTest, ReferenceHostRunsTheStockKernelsOnNaarpc) {
       {{100, kIn}, {37, uint8_t(kIn | kOut)}, {4096, kOut}, {256, kInternal}});
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   Fill((*h)->buffer(0), 10);
+  // Every output region written back whole on every call (function 3 too),
+  // as the reference NAA does: over whatever the host left there.
   uint8_t out_total = 0;
   for (uint8_t code : {1, 2, 3, 2}) {
     Fill((*h)->buffer(1), 50);
+    std::fill((*h)->buffer(2).begin(), (*h)->buffer(2).end(), std::byte{0xee});
     auto status = (*h)->Call(code, 0, Deadline::After(20s));
     ASSERT_TRUE(status.ok()) << status.status().ToString();
     EXPECT_EQ(*status, 0) << "function " << int(code);
@@ -403,7 +541,7 @@ TEST_P(InteropTest, ReferenceHostSingleSendAndInternalRegionsOnNaarpc) {
   ASSERT_EQ(StatusOf(**h, kAddCoeff, 0, Deadline::After(20s)), "0");
   EXPECT_TRUE(BytesAre((*h)->buffer(2), 105));
 
-  auto acc = ReferenceHostOnNaarpc({{8, kIn}, {8, kOut}, {64, kInternal}});
+  auto acc = ReferenceHostOnNaarpc({{8, kIn}, {8, kOut}, {kAccBytes, kInternal}});
   ASSERT_TRUE(acc.ok()) << acc.status().ToString();
   uint64_t expected = 0;
   for (uint64_t x : {3u, 4u, 5000u}) {
@@ -414,6 +552,43 @@ TEST_P(InteropTest, ReferenceHostSingleSendAndInternalRegionsOnNaarpc) {
     std::memcpy(&y, (*acc)->buffer(1).data(), 8);
     EXPECT_EQ(y, expected);
   }
+}
+
+// The reference host's only input is single-send: after the first call it
+// carries the request in a zero-length WRITE_WITH_IMM, which naarpc serves.
+TEST_P(InteropTest, ReferenceHostCallsNaarpcWhenASingleSendRegionIsItsOnlyInput) {
+  StartNaarpcNaa();
+  auto h = ReferenceHostOnNaarpc({{64, uint8_t(kIn | kSingle)}, {64, kOut}});
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::fill((*h)->buffer(0).begin(), (*h)->buffer(0).end(), std::byte{9});
+  for (uint8_t call = 1; call <= 3; ++call) {
+    std::fill((*h)->buffer(1).begin(), (*h)->buffer(1).end(), std::byte{0xee});
+    ASSERT_EQ(StatusOf(**h, 1, 0, Deadline::After(20s)), "0") << "call " << int(call);
+    // Function 1 adds 1 to the NAA's output region on every call.
+    EXPECT_TRUE(AllBytesAre((*h)->buffer(1), call)) << "call " << int(call);
+  }
+}
+
+// naarpc's NAA refuses more regions than its limit with MRSP error 0x03,
+// which the reference host reads as such.
+TEST_P(InteropTest, ReferenceHostGetsTheMrspErrorOfNaarpc) {
+  StartNaarpcNaa();
+  auto h = ReferenceHostOnNaarpc(
+      std::vector<RefRegion>(kDefaultNaaMaxRegions + 1, RefRegion{64, uint8_t(kIn | kOut)}));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kMrspError) << h.status().ToString();
+  EXPECT_EQ(h.status().wire_code(),
+            std::optional<uint8_t>(uint8_t(MrspErrorCode::kTooManyRegions)));
+}
+
+// The reference host's own precondition (internal regions come last, as the
+// library requires): a test cannot send a layout the reference never would.
+TEST_P(InteropTest, ReferenceHostRefusesAnInternalRegionBeforeAParameterRegion) {
+  auto h = ReferenceHost::Connect(*transport_, address_, /*port=*/1,
+                                  {{64, kInternal}, {64, uint8_t(kIn | kOut)}},
+                                  Deadline::After(20s));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument) << h.status().ToString();
 }
 
 TEST_P(InteropTest, SeveralReferenceHostsAtOnceOnNaarpc) {
@@ -488,6 +663,20 @@ TEST_P(InteropTest, WithoutTheSolicitedBitTheReferenceHostNeverWakes) {
   auto h = ReferenceHostOnNaarpc({{8, kIn}, {8, kOut}}, Deadline::After(1s));
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kDeadlineExceeded) << h.status().ToString();
+}
+
+// Negative control: naarpc's MRSP answer carries the solicited bit, its reply
+// to a call does not: the call ran on naarpc's NAA, and the reference host is
+// never woken for the reply.
+TEST_P(InteropTest, WithoutTheSolicitedBitOnTheReplyTheReferenceHostNeverWakes) {
+  testing::WrappingTransport forgetful(*transport_, Wrap<ForgetsSolicitedBitOnWriteWithImm>());
+  StartNaarpcNaa(&forgetful);
+  auto h = ReferenceHostOnNaarpc({{8, kIn}, {8, kOut}});
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  auto st = (*h)->Call(1, 0, Deadline::After(1s));
+  ASSERT_FALSE(st.ok()) << "status " << int(*st);
+  EXPECT_EQ(st.status().code(), StatusCode::kDeadlineExceeded) << st.status().ToString();
+  EXPECT_TRUE(kernels_.WaitForCalls(1, Deadline::After(20s))) << "the call never reached the NAA";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, InteropTest, ::testing::Values("emulated", "verbs"),

@@ -290,6 +290,16 @@ std::vector<std::string> ReferenceNaa::violations() const {
   return violations_;
 }
 
+std::vector<std::string> ReferenceNaa::TakeViolations() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(violations_, {});
+}
+
+bool ReferenceNaa::WaitForClosedConnections(uint64_t n, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return closed_cv_.wait_until(lock, deadline.when(), [&] { return closed_ >= n; });
+}
+
 void ReferenceNaa::Violation(std::string what) {
   std::lock_guard<std::mutex> lock(mu_);
   violations_.push_back(std::move(what));
@@ -327,6 +337,11 @@ void ReferenceNaa::Serve(Connection& conn) {
     Violation(s.ToString());
   }
   conn.Disconnect().IgnoreError();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++closed_;
+  }
+  closed_cv_.notify_all();
 }
 
 Status ReferenceNaa::ServeOrFail(Connection& conn) {

@@ -29,6 +29,7 @@
 #define NAARPC_TESTS_NAAICE_REFERENCE_PEER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -144,6 +145,12 @@ class ReferenceNaa {
   uint64_t calls_ignored() const { return ignored_.load(); }  // unknown codes, bad immediates
   // Why connections ended badly (protocol violations seen), one line each.
   std::vector<std::string> violations() const;
+  // violations(), then forgets them (for a test that provokes one).
+  std::vector<std::string> TakeViolations();
+  // Waits until `n` connections have ended (their thread is done with
+  // them, every count above is final for them); false if `deadline`
+  // passed first.
+  bool WaitForClosedConnections(uint64_t n, Deadline deadline);
   void Shutdown();
 
  private:
@@ -160,6 +167,8 @@ class ReferenceNaa {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> connections_{0}, answered_{0}, ignored_{0};
   mutable std::mutex mu_;
+  std::condition_variable closed_cv_;
+  uint64_t closed_ = 0;                             // guarded by mu_
   std::vector<std::unique_ptr<Connection>> conns_;  // guarded by mu_
   std::vector<std::thread> threads_;                // guarded by mu_
   std::vector<std::string> violations_;             // guarded by mu_
