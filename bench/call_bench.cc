@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "bench/transport_pingpong.h"
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 
 namespace {

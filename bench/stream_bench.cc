@@ -33,10 +33,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
-#include "runtime/stream.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/stream.h"
+#include "naarpc/transport_factory.h"
 
 namespace naarpc {
 namespace {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/status.h"
+#include "naarpc/status.h"
 #include "runtime/send_queue_budget.h"
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 
 namespace naarpc::bench {
 

@@ -15,7 +15,7 @@ _IDLC = Label("//idl:naarpc_idlc")
 _GEN = Label("//codegen:naarpc_gen")
 _GEN_FILES = Label("//codegen:generator_files")
 _SUPPORT = Label("//codegen:support")
-_RUNTIME = Label("//runtime:engine")
+_GMOCK = Label("@system//:gmock")
 
 def naarpc_cc_library(name, src, deps = [], visibility = None, testonly = False, **kwargs):
     if not src.endswith(".naa.yaml"):
@@ -59,7 +59,7 @@ def naarpc_cc_library(name, src, deps = [], visibility = None, testonly = False,
         name = name,
         srcs = [cc],
         hdrs = [hdr],
-        deps = deps + [_SUPPORT, _RUNTIME],
+        deps = deps + [_SUPPORT],
         visibility = visibility,
         testonly = testonly,
         **kwargs
@@ -67,7 +67,7 @@ def naarpc_cc_library(name, src, deps = [], visibility = None, testonly = False,
     native.cc_library(
         name = name + "_mock",
         hdrs = [mock],
-        deps = [":" + name, "@system//:gmock"],
+        deps = [":" + name, _GMOCK],
         visibility = visibility,
         testonly = True,
     )

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/transport_factory.h"
+#include "naarpc/transport_factory.h"
 #include "services/accumulator/accumulator.naa.h"
 #include "services/checked/checked.naa.h"
 #include "services/increment/increment.naa.h"

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "codegen/support/naarpc_codegen.h"
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/codegen_support.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "services/accumulator/accumulator_service.h"
 #include "services/checked/checked_service.h"
 #include "services/increment/increment_service.h"

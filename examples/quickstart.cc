@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "services/vector/vector.naa.h"
 #include "services/vector/vector_service.h"
 

@@ -18,7 +18,7 @@
 
 #include "idl/diagnostic.h"
 #include "idl/ir.h"
-#include "runtime/status.h"
+#include "naarpc/status.h"
 
 namespace naarpc::idl {
 

@@ -1,4 +1,4 @@
-#include "runtime/client_session.h"
+#include "naarpc/client_session.h"
 
 #include <algorithm>
 #include <array>
@@ -9,6 +9,7 @@
 
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
+#include "runtime/state_machine.h"
 #include "runtime/wire_ops.h"
 
 namespace naarpc {

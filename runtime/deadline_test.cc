@@ -1,4 +1,4 @@
-#include "runtime/deadline.h"
+#include "naarpc/deadline.h"
 
 #include <gtest/gtest.h>
 #include <time.h>

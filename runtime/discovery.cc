@@ -1,4 +1,4 @@
-#include "runtime/discovery.h"
+#include "naarpc/discovery.h"
 
 #include <charconv>
 #include <cstdlib>

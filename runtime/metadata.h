@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/protocol.h"
+#include "naarpc/protocol.h"
 
 namespace naarpc {
 

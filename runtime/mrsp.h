@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/protocol.h"
-#include "runtime/status.h"
+#include "naarpc/protocol.h"
+#include "naarpc/status.h"
 
 namespace naarpc {
 

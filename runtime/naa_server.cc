@@ -1,4 +1,4 @@
-#include "runtime/naa_server.h"
+#include "naarpc/naa_server.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/protocol.h"
+#include "naarpc/protocol.h"
 
 #include <cstdio>
 

@@ -18,7 +18,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "runtime/deadline.h"
+#include "naarpc/deadline.h"
 
 namespace naarpc {
 

@@ -9,25 +9,10 @@
 #include <iterator>
 #include <string_view>
 
-#include "runtime/status.h"
+#include "naarpc/comm_state.h"
+#include "naarpc/status.h"
 
 namespace naarpc {
-
-enum class CommState : uint8_t {
-  kInit = 0,
-  kReady = 1,
-  kConnected = 2,
-  kDisconnected = 3,
-  kMrspSending = 10,
-  kMrspReceiving = 11,
-  kMrspDone = 12,
-  kDataSending = 20,
-  kCalculating = 21,
-  kDataReceiving = 22,
-  kFinished = 30,
-  kError = 40,
-};
-std::string_view CommStateName(CommState s);
 
 enum class Role : uint8_t { kHost, kNaa };
 

@@ -1,4 +1,4 @@
-#include "runtime/status.h"
+#include "naarpc/status.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 

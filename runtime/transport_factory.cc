@@ -1,4 +1,4 @@
-#include "runtime/transport_factory.h"
+#include "naarpc/transport_factory.h"
 
 #include <string>
 

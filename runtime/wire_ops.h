@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/deadline.h"
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/deadline.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc::internal {
 

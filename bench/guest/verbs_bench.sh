@@ -16,7 +16,7 @@ r="${RUNFILES_DIR:-$0.runfiles}"
 ws="$r/${TEST_WORKSPACE:-naarpc}"
 rxe_vm="$(readlink -f "$ws/tools/rxe-vm/rxe-vm")"
 guest="$(readlink -f "$ws/bench/guest/guest_bench.sh")"
-call_bench="$(readlink -f "$ws/bench/guest/call_bench")"
+call_bench="$(readlink -f "$ws/bench/call_bench")"
 for f in "$rxe_vm" "$guest" "$call_bench"; do
   [[ -e "$f" ]] || { echo "verbs_bench: missing $f (run through bazel run)" >&2; exit 2; }
 done

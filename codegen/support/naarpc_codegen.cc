@@ -1,4 +1,4 @@
-#include "codegen/support/naarpc_codegen.h"
+#include "naarpc/codegen_support.h"
 
 #include <algorithm>
 #include <cstdio>

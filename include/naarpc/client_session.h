@@ -6,8 +6,8 @@
 //   status immediate.
 // One call is in flight per session; a session is used by one thread at a
 // time. For concurrency open several sessions.
-#ifndef NAARPC_RUNTIME_CLIENT_SESSION_H_
-#define NAARPC_RUNTIME_CLIENT_SESSION_H_
+#ifndef NAARPC_CLIENT_SESSION_H_
+#define NAARPC_CLIENT_SESSION_H_
 
 #include <chrono>
 #include <cstddef>
@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/deadline.h"
-#include "runtime/protocol.h"
-#include "runtime/region_layout.h"
-#include "runtime/state_machine.h"
-#include "runtime/status.h"
-#include "runtime/stream.h"
-#include "runtime/transport.h"
+#include "naarpc/comm_state.h"
+#include "naarpc/deadline.h"
+#include "naarpc/protocol.h"
+#include "naarpc/region_layout.h"
+#include "naarpc/status.h"
+#include "naarpc/stream.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 
@@ -48,7 +48,7 @@ struct CallOptions {
   // REQUIRES: send_lengths.size() is 0 or the number of RegionSpecs.
   std::span<const uint64_t> send_lengths;
   uint32_t user_bits = 0;  // reference dialect: immediate bits 8..31
-  // The session's streams (runtime/stream.h). REQUIRES: non-null iff the
+  // The session's streams (include/naarpc/stream.h). REQUIRES: non-null iff the
   // session has stream parameters; outlives the call.
   StreamHandler* streams = nullptr;
 };
@@ -102,4 +102,4 @@ class ClientSession {
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_CLIENT_SESSION_H_
+#endif  // NAARPC_CLIENT_SESSION_H_

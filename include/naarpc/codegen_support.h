@@ -1,8 +1,8 @@
 // Support code shared by every file the naarpc code generator emits
 // (codegen/naarpc_gen.py). Users normally only touch StubOptions,
 // VarSpan (kernels with variable-length outputs) and CompositeHandler.
-#ifndef NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
-#define NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
+#ifndef NAARPC_CODEGEN_SUPPORT_H_
+#define NAARPC_CODEGEN_SUPPORT_H_
 
 #include <condition_variable>
 #include <cstddef>
@@ -19,13 +19,13 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/deadline.h"
-#include "runtime/naa_server.h"
-#include "runtime/protocol.h"
-#include "runtime/region_layout.h"
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/client_session.h"
+#include "naarpc/deadline.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
+#include "naarpc/region_layout.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc::codegen {
 
@@ -213,4 +213,4 @@ class CompositeHandler final : public NaaHandler {
 
 }  // namespace naarpc::codegen
 
-#endif  // NAARPC_CODEGEN_SUPPORT_NAARPC_CODEGEN_H_
+#endif  // NAARPC_CODEGEN_SUPPORT_H_

@@ -1,7 +1,7 @@
 // Deadline: an absolute point on the steady clock; Deadline::Infinite() never
 // expires.
-#ifndef NAARPC_RUNTIME_DEADLINE_H_
-#define NAARPC_RUNTIME_DEADLINE_H_
+#ifndef NAARPC_DEADLINE_H_
+#define NAARPC_DEADLINE_H_
 
 #include <time.h>
 
@@ -56,4 +56,4 @@ class Deadline {
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_DEADLINE_H_
+#endif  // NAARPC_DEADLINE_H_

@@ -7,8 +7,8 @@
 //
 // An empty port means the default NAA port 12345. An IPv6 address is
 // written in brackets ("[fe80::1]:12345:3:2").
-#ifndef NAARPC_RUNTIME_DISCOVERY_H_
-#define NAARPC_RUNTIME_DISCOVERY_H_
+#ifndef NAARPC_DISCOVERY_H_
+#define NAARPC_DISCOVERY_H_
 
 #include <cstdint>
 #include <optional>
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/status.h"
+#include "naarpc/status.h"
 
 namespace naarpc {
 
@@ -47,4 +47,4 @@ Result<NaaDiscovery> DiscoverNaa();
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_DISCOVERY_H_
+#endif  // NAARPC_DISCOVERY_H_

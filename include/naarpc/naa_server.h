@@ -3,8 +3,8 @@
 // regions, checking limits and NAA addresses), and for every call runs the
 // NaaHandler and writes the return region(s) back with the status immediate.
 // Serves clients of both wire dialects.
-#ifndef NAARPC_RUNTIME_NAA_SERVER_H_
-#define NAARPC_RUNTIME_NAA_SERVER_H_
+#ifndef NAARPC_NAA_SERVER_H_
+#define NAARPC_NAA_SERVER_H_
 
 #include <chrono>
 #include <cstddef>
@@ -15,10 +15,10 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/deadline.h"
-#include "runtime/protocol.h"
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/deadline.h"
+#include "naarpc/protocol.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 
@@ -166,4 +166,4 @@ class NaaServer {
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_NAA_SERVER_H_
+#endif  // NAARPC_NAA_SERVER_H_

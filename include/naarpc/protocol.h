@@ -1,8 +1,8 @@
 // Wire constants of the NAAICE host–NAA protocol and the encoding of the
 // 32-bit immediates. Layouts and every decision the spec leaves open are
 // documented in docs/protocol.md; tests pin them byte for byte.
-#ifndef NAARPC_RUNTIME_PROTOCOL_H_
-#define NAARPC_RUNTIME_PROTOCOL_H_
+#ifndef NAARPC_PROTOCOL_H_
+#define NAARPC_PROTOCOL_H_
 
 #include <cstdint>
 #include <optional>
@@ -212,4 +212,4 @@ inline uint64_t GetBe56(const uint8_t* p) {
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_PROTOCOL_H_
+#endif  // NAARPC_PROTOCOL_H_

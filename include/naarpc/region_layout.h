@@ -1,7 +1,7 @@
 // RegionSpec: how one RPC parameter or internal region maps to memory
 // regions on the wire.
-#ifndef NAARPC_RUNTIME_REGION_LAYOUT_H_
-#define NAARPC_RUNTIME_REGION_LAYOUT_H_
+#ifndef NAARPC_REGION_LAYOUT_H_
+#define NAARPC_REGION_LAYOUT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -36,10 +36,10 @@ struct RegionSpec {
   void* external_buffer = nullptr;
   // Streams: direction kIn or kOut; `size` is 0 or chunk_size * window (the
   // ring); no external buffer. Their data goes through a StreamHandler
-  // (runtime/stream.h), not buffer().
+  // (include/naarpc/stream.h), not buffer().
   StreamSpec stream{};
 };
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_REGION_LAYOUT_H_
+#endif  // NAARPC_REGION_LAYOUT_H_

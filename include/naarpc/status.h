@@ -1,7 +1,7 @@
 // Status and Result<T>: explicit errors with a code and a message (after
 // Abseil's Status/StatusOr). No exception crosses the naarpc public API.
-#ifndef NAARPC_RUNTIME_STATUS_H_
-#define NAARPC_RUNTIME_STATUS_H_
+#ifndef NAARPC_STATUS_H_
+#define NAARPC_STATUS_H_
 
 #include <cstdint>
 #include <optional>
@@ -131,4 +131,4 @@ class [[nodiscard]] Result {
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
 
-#endif  // NAARPC_RUNTIME_STATUS_H_
+#endif  // NAARPC_STATUS_H_

@@ -2,13 +2,13 @@
 // chunks of a call's input streams and takes those of its output streams,
 // while the call runs. Streams are numbered in the order of their
 // RegionSpecs (stream 0 is the first RegionSpec with a StreamSpec).
-#ifndef NAARPC_RUNTIME_STREAM_H_
-#define NAARPC_RUNTIME_STREAM_H_
+#ifndef NAARPC_STREAM_H_
+#define NAARPC_STREAM_H_
 
 #include <cstddef>
 #include <span>
 
-#include "runtime/status.h"
+#include "naarpc/status.h"
 
 namespace naarpc {
 
@@ -30,4 +30,4 @@ class StreamHandler {
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_STREAM_H_
+#endif  // NAARPC_STREAM_H_

@@ -23,8 +23,8 @@
 //    (SendRequest::solicited) or the next completion with an error.
 //  * A connection is used by one thread at a time (not thread-safe), like a
 //    QP driven by one thread. Connections are independent of each other.
-#ifndef NAARPC_RUNTIME_TRANSPORT_H_
-#define NAARPC_RUNTIME_TRANSPORT_H_
+#ifndef NAARPC_TRANSPORT_H_
+#define NAARPC_TRANSPORT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -33,8 +33,8 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/deadline.h"
-#include "runtime/status.h"
+#include "naarpc/deadline.h"
+#include "naarpc/status.h"
 
 namespace naarpc {
 
@@ -204,4 +204,4 @@ inline constexpr uint16_t kDefaultPort = 12345;
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_TRANSPORT_H_
+#endif  // NAARPC_TRANSPORT_H_

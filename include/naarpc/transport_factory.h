@@ -1,12 +1,12 @@
 // Chooses a transport backend by name.
-#ifndef NAARPC_RUNTIME_TRANSPORT_FACTORY_H_
-#define NAARPC_RUNTIME_TRANSPORT_FACTORY_H_
+#ifndef NAARPC_TRANSPORT_FACTORY_H_
+#define NAARPC_TRANSPORT_FACTORY_H_
 
 #include <memory>
 #include <string_view>
 
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 
@@ -19,4 +19,4 @@ Result<std::unique_ptr<Transport>> NewTransport(std::string_view name,
 
 }  // namespace naarpc
 
-#endif  // NAARPC_RUNTIME_TRANSPORT_FACTORY_H_
+#endif  // NAARPC_TRANSPORT_FACTORY_H_

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "runtime/naa_server.h"
+#include "naarpc/naa_server.h"
 
 namespace naarpc::services::naaice_stock {
 

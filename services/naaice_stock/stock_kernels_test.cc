@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/client_session.h"
+#include "naarpc/client_session.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
 namespace naarpc::services::naaice_stock {

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/protocol.h"
+#include "naarpc/protocol.h"
 #include "tests/codec/golden.h"
 
 namespace naarpc {

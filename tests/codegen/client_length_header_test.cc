@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/naa_server.h"
-#include "runtime/protocol.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "tests/codegen/testdata/golden.naa.h"
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "codegen/support/naarpc_codegen.h"
+#include "naarpc/codegen_support.h"
 #include "tests/codegen/testdata/golden.naa.h"
 
 namespace golden = naarpc::testing::golden;

@@ -16,8 +16,8 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 
 extern char** environ;

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/test_transport.h"
 

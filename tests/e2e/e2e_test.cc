@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"

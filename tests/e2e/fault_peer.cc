@@ -51,9 +51,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "tests/testing/forwarding_transport.h"
 
 namespace {

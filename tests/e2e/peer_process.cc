@@ -15,9 +15,9 @@
 #include <cstring>
 #include <string>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "tests/e2e/test_kernels.h"
 
 namespace {

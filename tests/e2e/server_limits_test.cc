@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/test_transport.h"
 

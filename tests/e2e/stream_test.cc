@@ -16,9 +16,9 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
-#include "runtime/stream.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/stream.h"
 #include "tests/naaice/reference_peer.h"
 #include "tests/testing/test_transport.h"
 

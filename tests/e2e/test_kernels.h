@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "runtime/naa_server.h"
+#include "naarpc/naa_server.h"
 
 namespace naarpc::testing {
 

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
+#include "naarpc/client_session.h"
 #include "runtime/mrsp.h"
-#include "runtime/naa_server.h"
-#include "runtime/protocol.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"

@@ -34,8 +34,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/deadline.h"
-#include "runtime/transport.h"
+#include "naarpc/deadline.h"
+#include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
 namespace {

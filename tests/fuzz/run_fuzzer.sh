@@ -32,7 +32,7 @@ for s in "$@"; do sources+=("$SRC/$s"); done
 # shellcheck disable=SC2086  # LIBS is a word list on purpose
 "$CXX" -std=c++20 -O1 -g -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -I "$SRC" -I "$SRC/external/system" \
+  -Wall -Wextra -Werror -I "$SRC" -I "$SRC/include" -I "$SRC/external/system" \
   "${sources[@]}" $libs -lpthread -o "$WORK/$name"
 
 # libFuzzer adds new inputs to the first corpus directory: use a writable copy.

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "runtime/metadata.h"
-#include "runtime/protocol.h"
+#include "naarpc/protocol.h"
 
 namespace {
 

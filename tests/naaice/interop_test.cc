@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/client_session.h"
-#include "runtime/naa_server.h"
+#include "naarpc/client_session.h"
+#include "naarpc/naa_server.h"
 #include "services/naaice_stock/stock_kernels.h"
 #include "tests/naaice/reference_peer.h"
 #include "tests/testing/forwarding_transport.h"

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "runtime/mrsp.h"
-#include "runtime/protocol.h"
+#include "naarpc/protocol.h"
 
 namespace naarpc::naaice {
 namespace {

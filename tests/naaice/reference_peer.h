@@ -41,9 +41,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/deadline.h"
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/deadline.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc::naaice {
 

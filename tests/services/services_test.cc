@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/support/naarpc_codegen.h"
-#include "runtime/naa_server.h"
-#include "runtime/transport_factory.h"
+#include "naarpc/codegen_support.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "services/accumulator/accumulator_service.h"
 #include "services/checked/checked_service.h"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/deadline.h"
+#include "naarpc/deadline.h"
 
 extern char** environ;
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 

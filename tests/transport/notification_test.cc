@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 #include "tests/testing/test_transport.h"
 
 namespace naarpc {

@@ -1,7 +1,7 @@
 // The emulated transport: verbs semantics over TCP sockets, between threads,
 // processes and hosts. The default when no RDMA device exists.
 //
-// Semantics are those of an RC queue pair (runtime/transport.h), plus:
+// Semantics are those of an RC queue pair (include/naarpc/transport.h), plus:
 //
 //  * Progress model. There is no background thread: like a NIC whose driver
 //    is polled, a connection makes progress (receives, lands RDMA writes,
@@ -57,7 +57,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/fault_injection.h"
 
 namespace naarpc {

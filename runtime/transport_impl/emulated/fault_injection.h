@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 

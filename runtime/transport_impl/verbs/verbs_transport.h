@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/transport.h"
+#include "naarpc/transport.h"
 
 namespace naarpc {
 

@@ -6,8 +6,8 @@
 #include <exception>
 #include <utility>
 
-#include "runtime/protocol.h"
-#include "runtime/region_layout.h"
+#include "naarpc/protocol.h"
+#include "naarpc/region_layout.h"
 
 namespace naarpc::testing::golden {
 

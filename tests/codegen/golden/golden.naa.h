@@ -17,11 +17,11 @@
 #include <string_view>
 #include <vector>
 
-#include "codegen/support/naarpc_codegen.h"
-#include "runtime/deadline.h"
-#include "runtime/naa_server.h"
-#include "runtime/status.h"
-#include "runtime/transport.h"
+#include "naarpc/codegen_support.h"
+#include "naarpc/deadline.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
 
 namespace naarpc::testing::golden {
 

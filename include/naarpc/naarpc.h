@@ -1,0 +1,19 @@
+// naarpc's public API in one include: client sessions, the software-NAA
+// server, transports, status, deadlines and NAA_SPEC discovery. Generated
+// stubs include what they need themselves ("<package>/<name>.naa.h").
+#ifndef NAARPC_NAARPC_H_
+#define NAARPC_NAARPC_H_
+
+#include "naarpc/client_session.h"
+#include "naarpc/comm_state.h"
+#include "naarpc/deadline.h"
+#include "naarpc/discovery.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
+#include "naarpc/region_layout.h"
+#include "naarpc/status.h"
+#include "naarpc/stream.h"
+#include "naarpc/transport.h"
+#include "naarpc/transport_factory.h"
+
+#endif  // NAARPC_NAARPC_H_
