@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
+#include "naarpc/codegen_stream.h"
 #include "naarpc/deadline.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"

@@ -1,0 +1,355 @@
+// Streams in generated code (docs/streams.md, docs/idl.md "Streams"): the
+// typed sources and sinks a generated client streams from and to, the
+// StreamHandler that binds them to a call, and the typed reader and writer a
+// generated skeleton hands its kernel. Built on the runtime's stream API
+// (naarpc/stream.h on the host, NaaStream on the NAA).
+#ifndef NAARPC_CODEGEN_STREAM_H_
+#define NAARPC_CODEGEN_STREAM_H_
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
+#include "naarpc/status.h"
+#include "naarpc/stream.h"
+
+namespace naarpc::codegen {
+
+namespace stream_internal {
+// `bytes` as elements of T; nullopt if not whole elements or misaligned.
+template <typename T, typename B>
+std::optional<std::span<T>> As(std::span<B> bytes) {
+  if (bytes.size() % sizeof(T) != 0) return std::nullopt;
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(T) != 0) return std::nullopt;
+  return std::span<T>(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
+}
+}  // namespace stream_internal
+
+// ----- Host side ------------------------------------------------------------
+
+// Where an input stream's data comes from. Called on the calling thread
+// (or the client's async thread) while the call runs.
+template <typename T>
+class StreamSource {
+ public:
+  virtual ~StreamSource() = default;
+  // Fills `chunk` (one chunk of the stream, in place in the connection's
+  // registered ring) with the next elements and returns how many. Fewer than
+  // chunk.size() (0 included) ends the stream: Read is not called again for
+  // this call. Called only when the NAA has room for the chunk. An error
+  // fails the call.
+  virtual Result<size_t> Read(std::span<T> chunk) = 0;
+};
+
+// Where an output stream's data goes.
+template <typename T>
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  // The next chunk, in order and in place (valid until Write returns; its
+  // slot goes back to the NAA then); `end` on the last one, which may be
+  // empty. An error fails the call.
+  virtual Status Write(std::span<const T> chunk, bool end) = 0;
+};
+
+// Streams a span (copied into each chunk).
+template <typename T>
+class SpanSource final : public StreamSource<T> {
+ public:
+  explicit SpanSource(std::span<const T> data) : data_(data) {}
+  Result<size_t> Read(std::span<T> chunk) override {
+    const size_t n = std::min(chunk.size(), data_.size() - position_);
+    if (n != 0) std::memcpy(chunk.data(), data_.data() + position_, n * sizeof(T));
+    position_ += n;
+    return n;
+  }
+  size_t position() const { return position_; }  // elements streamed so far
+
+ private:
+  std::span<const T> data_;
+  size_t position_ = 0;
+};
+
+// Streams what a callback writes into each chunk: fn(chunk) returns the
+// elements it wrote (fewer than chunk.size() ends the stream) or an error.
+template <typename T>
+class GeneratorSource final : public StreamSource<T> {
+ public:
+  using Fn = std::function<Result<size_t>(std::span<T> chunk)>;
+  explicit GeneratorSource(Fn fn) : fn_(std::move(fn)) {}
+  Result<size_t> Read(std::span<T> chunk) override {
+    Result<size_t> n = fn_(chunk);
+    if (n.ok() && *n > chunk.size()) {
+      return InvalidArgumentError("stream generator wrote " + std::to_string(*n) +
+                                  " elements into a chunk of " + std::to_string(chunk.size()));
+    }
+    return n;
+  }
+
+ private:
+  Fn fn_;
+};
+
+// Streams a file (or pipe, socket) from its current position to its end,
+// read straight into the registered chunks. A file that ends inside an
+// element is an error.
+template <typename T>
+class FileSource final : public StreamSource<T> {
+ public:
+  // Opens `path`; the source owns the descriptor.
+  static Result<FileSource> Open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+    FileSource s(fd);
+    s.owned_ = true;
+    return s;
+  }
+  // Reads `fd`, which the caller keeps open and closes.
+  explicit FileSource(int fd) : fd_(fd) {}
+  FileSource(FileSource&& o) noexcept
+      : fd_(std::exchange(o.fd_, -1)), owned_(std::exchange(o.owned_, false)) {}
+  FileSource& operator=(FileSource&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+      owned_ = std::exchange(o.owned_, false);
+    }
+    return *this;
+  }
+  ~FileSource() override { Reset(); }
+
+  Result<size_t> Read(std::span<T> chunk) override {
+    auto* p = reinterpret_cast<std::byte*>(chunk.data());
+    const size_t want = chunk.size_bytes();
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t r = ::read(fd_, p + got, want - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return UnavailableError(std::string("stream source: read: ") + std::strerror(errno));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    if (got % sizeof(T) != 0) {
+      return InvalidArgumentError("stream source: the file ends inside an element (" +
+                                  std::to_string(got % sizeof(T)) + " of " +
+                                  std::to_string(sizeof(T)) + " bytes)");
+    }
+    return got / sizeof(T);
+  }
+
+ private:
+  void Reset() {
+    if (owned_ && fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    owned_ = false;
+  }
+  int fd_ = -1;
+  bool owned_ = false;
+};
+
+// Appends every output chunk to a vector.
+template <typename T>
+class VectorSink final : public StreamSink<T> {
+ public:
+  // REQUIRES: `out` outlives the call.
+  explicit VectorSink(std::vector<T>* out) : out_(out) {}
+  Status Write(std::span<const T> chunk, bool) override {
+    out_->insert(out_->end(), chunk.begin(), chunk.end());
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<T>* out_;
+};
+
+// Hands every output chunk to a callback.
+template <typename T>
+class CallbackSink final : public StreamSink<T> {
+ public:
+  using Fn = std::function<Status(std::span<const T> chunk, bool end)>;
+  explicit CallbackSink(Fn fn) : fn_(std::move(fn)) {}
+  Status Write(std::span<const T> chunk, bool end) override { return fn_(chunk, end); }
+
+ private:
+  Fn fn_;
+};
+
+// Writes every output chunk to a file descriptor (the caller's).
+template <typename T>
+class FileSink final : public StreamSink<T> {
+ public:
+  explicit FileSink(int fd) : fd_(fd) {}
+  Status Write(std::span<const T> chunk, bool) override {
+    const auto* p = reinterpret_cast<const std::byte*>(chunk.data());
+    size_t done = 0;
+    while (done < chunk.size_bytes()) {
+      const ssize_t w = ::write(fd_, p + done, chunk.size_bytes() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return UnavailableError(std::string("stream sink: write: ") + std::strerror(errno));
+      done += static_cast<size_t>(w);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;
+};
+
+// The StreamHandler of a generated call: stream i goes to the typed source
+// or sink bound to it. Chunks reach them in place, as elements.
+class StreamBindings final : public StreamHandler {
+ public:
+  template <typename T>
+  void Bind(size_t stream, StreamSource<T>& source) {
+    produce_.at(stream) = [&source](std::span<std::byte> slot) -> Result<size_t> {
+      const std::optional<std::span<T>> chunk = stream_internal::As<T>(slot);
+      if (!chunk) return InternalError("stream slot is not a whole, aligned number of elements");
+      NAARPC_ASSIGN_OR_RETURN(const size_t n, source.Read(*chunk));
+      if (n > chunk->size()) {
+        return InvalidArgumentError("stream source returned " + std::to_string(n) +
+                                    " elements for a chunk of " + std::to_string(chunk->size()));
+      }
+      return n * sizeof(T);
+    };
+  }
+  template <typename T>
+  void Bind(size_t stream, StreamSink<T>& sink) {
+    consume_.at(stream) = [&sink](std::span<const std::byte> bytes, bool end) -> Status {
+      const std::optional<std::span<const T>> chunk = stream_internal::As<const T>(bytes);
+      if (!chunk) {
+        return ProtocolError("output stream chunk of " + std::to_string(bytes.size()) +
+                             " bytes is not a whole number of " + std::to_string(sizeof(T)) +
+                             "-byte elements");
+      }
+      return sink.Write(*chunk, end);
+    };
+  }
+
+  Result<size_t> Produce(size_t stream, std::span<std::byte> slot) override {
+    if (stream >= produce_.size() || !produce_[stream]) {
+      return InternalError("no source bound to input stream " + std::to_string(stream));
+    }
+    return produce_[stream](slot);
+  }
+  Status Consume(size_t stream, std::span<const std::byte> chunk, bool end) override {
+    if (stream >= consume_.size() || !consume_[stream]) {
+      return InternalError("no sink bound to output stream " + std::to_string(stream));
+    }
+    return consume_[stream](chunk, end);
+  }
+
+ private:
+  std::array<std::function<Result<size_t>(std::span<std::byte>)>, kMaxStreams> produce_;
+  std::array<std::function<Status(std::span<const std::byte>, bool)>, kMaxStreams> consume_;
+};
+
+// ----- NAA side (kernels of generated skeletons) ------------------------------
+
+// An input stream as a kernel reads it: each chunk in place in the NAA's
+// ring (zero-copy), in order.
+template <typename T>
+class StreamReader {
+ public:
+  explicit StreamReader(NaaStream& stream) : stream_(stream) {}
+  StreamReader(const StreamReader&) = delete;
+  StreamReader& operator=(const StreamReader&) = delete;
+
+  size_t chunk_size() const { return stream_.chunk_size() / sizeof(T); }  // elements
+  uint32_t window() const { return stream_.window(); }
+  // The next chunk (valid until the next Next() or the kernel's return);
+  // empty at the end of the stream. Asking for the next chunk hands this
+  // one's slot back to the host. Waits for the host's data. An error (the
+  // host left, the connection failed, a chunk that is not whole elements)
+  // comes back from every later call; the kernel should return.
+  Result<std::span<const T>> Next() {
+    if (!error_.ok()) return error_;
+    Result<std::span<const std::byte>> bytes = stream_.Next();
+    if (!bytes.ok()) return error_ = bytes.status();
+    const std::optional<std::span<const T>> chunk = stream_internal::As<const T>(*bytes);
+    if (!chunk) {
+      malformed_ = true;
+      return error_ = ProtocolError("a chunk of " + std::to_string(bytes->size()) +
+                                    " bytes is not a whole number of " +
+                                    std::to_string(sizeof(T)) + "-byte elements");
+    }
+    return *chunk;
+  }
+  bool ended() const { return stream_.ended(); }
+  // The first error of the stream. The skeleton fails the call with it
+  // whatever the kernel returns: 0x04 if a chunk was not whole elements
+  // (malformed()), else 0x05 (KERNEL_FAILED, the error in the NAA's log).
+  const Status& error() const { return error_; }
+  bool malformed() const { return malformed_; }
+
+ private:
+  NaaStream& stream_;
+  Status error_;
+  bool malformed_ = false;
+};
+
+// An output stream as a kernel writes it: into the host's next slot in
+// place (NextSlot + Commit) or by copy (Write + Close).
+template <typename T>
+class StreamWriter {
+ public:
+  explicit StreamWriter(NaaStream& stream) : stream_(stream) {}
+  StreamWriter(const StreamWriter&) = delete;
+  StreamWriter& operator=(const StreamWriter&) = delete;
+
+  size_t chunk_size() const { return stream_.chunk_size() / sizeof(T); }  // elements
+  uint32_t window() const { return stream_.window(); }
+  // The next chunk's slot (chunk_size() elements), waiting for the host to
+  // free one; Commit(n) sends its first n elements. Fewer than chunk_size()
+  // (0 included) end the stream.
+  Result<std::span<T>> NextSlot() {
+    if (!error_.ok()) return error_;
+    Result<std::span<std::byte>> bytes = stream_.NextSlot();
+    if (!bytes.ok()) return error_ = bytes.status();
+    const std::optional<std::span<T>> slot = stream_internal::As<T>(*bytes);
+    if (!slot) return error_ = InternalError("an output slot is not whole, aligned elements");
+    return *slot;
+  }
+  Status Commit(size_t n) {
+    if (n > chunk_size()) {
+      return error_ = InvalidArgumentError("Commit(" + std::to_string(n) +
+                                           ") beyond the chunk size " +
+                                           std::to_string(chunk_size()));
+    }
+    return Keep(stream_.Commit(n * sizeof(T)));
+  }
+  // Appends `data` (full chunks leave as they fill); Close() sends the rest
+  // and ends the stream. A kernel that returns without ending it gets it
+  // ended.
+  Status Write(std::span<const T> data) { return Keep(stream_.Write(std::as_bytes(data))); }
+  Status Close() { return Keep(stream_.Close()); }
+  bool ended() const { return stream_.ended(); }
+  // The first error; the skeleton then fails the call with 0x05 whatever
+  // the kernel returns (the error in the NAA's log).
+  const Status& error() const { return error_; }
+
+ private:
+  Status Keep(Status s) {
+    if (!s.ok() && error_.ok()) error_ = s;
+    return s;
+  }
+  NaaStream& stream_;
+  Status error_;
+};
+
+}  // namespace naarpc::codegen
+
+#endif  // NAARPC_CODEGEN_STREAM_H_
