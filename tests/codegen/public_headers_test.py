@@ -1,0 +1,83 @@
+"""Generated code includes only naarpc's public headers (include/naarpc/),
+and public headers include only public headers: a user's project sees
+nothing of runtime/ (issue 15).
+
+Checked over the committed goldens (tests/codegen/golden), the files that
+naarpc_cc_library generates (//tests/codegen:golden_naa, given as arguments)
+and include/naarpc/ itself."""
+import os
+import re
+import sys
+import unittest
+
+ROOT = os.getcwd()  # the runfiles root (py_test.sh)
+PUBLIC_DIR = os.path.join(ROOT, "include", "naarpc")
+GOLDEN_DIR = os.path.join(ROOT, "tests", "codegen", "golden")
+_QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+GENERATED = []  # paths relative to ROOT, from the command line
+
+
+def quoted_includes(path):
+    with open(path, encoding="utf-8") as f:
+        return _QUOTED.findall(f.read())
+
+
+def public_headers():
+    return {"naarpc/" + n for n in os.listdir(PUBLIC_DIR) if n.endswith(".h")}
+
+
+def non_public(path, allowed_own):
+    """The quoted includes of `path` that are neither public headers nor the
+    generated file's own header (`allowed_own(include)`)."""
+    public = public_headers()
+    return [i for i in quoted_includes(path) if i not in public and not allowed_own(i)]
+
+
+def own_generated_header(include):
+    # A generated .naa.cc / _mock.h includes its own .naa.h by package path.
+    return include.endswith(".naa.h")
+
+
+class PublicHeadersTest(unittest.TestCase):
+    def test_public_headers_include_only_public_headers(self):
+        for name in sorted(os.listdir(PUBLIC_DIR)):
+            with self.subTest(header=name):
+                self.assertEqual(
+                    non_public(os.path.join(PUBLIC_DIR, name), lambda _: False), [],
+                    "include/naarpc/%s includes a header outside include/naarpc/" % name)
+
+    def test_goldens_include_only_public_headers(self):
+        names = sorted(os.listdir(GOLDEN_DIR))
+        self.assertTrue(names)
+        for name in names:
+            with self.subTest(golden=name):
+                self.assertEqual(
+                    non_public(os.path.join(GOLDEN_DIR, name), own_generated_header), [],
+                    "golden/%s includes a non-public header" % name)
+
+    def test_macro_outputs_include_only_public_headers(self):
+        self.assertTrue(GENERATED, "no generated files given")
+        exts = {os.path.splitext(p)[1] for p in GENERATED}
+        self.assertEqual(exts, {".h", ".cc"})
+        for rel in GENERATED:
+            with self.subTest(generated=rel):
+                self.assertEqual(non_public(os.path.join(ROOT, rel), own_generated_header), [],
+                                 "%s includes a non-public header" % rel)
+
+    def test_checker_rejects_internal_headers(self):
+        # The check itself: an internal include is reported.
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".h", delete=False) as f:
+            f.write('#include "naarpc/status.h"\n#include "runtime/mrsp.h"\n'
+                    '#include <vector>\n#include "codegen/support/x.h"\n')
+        try:
+            self.assertEqual(non_public(f.name, own_generated_header),
+                             ["runtime/mrsp.h", "codegen/support/x.h"])
+        finally:
+            os.unlink(f.name)
+
+
+if __name__ == "__main__":
+    GENERATED.extend(sys.argv[1:])
+    unittest.main(argv=sys.argv[:1])
