@@ -1,0 +1,696 @@
+"""End-to-end tests of the naarpc command-line tool (tools/naarpc, docs/cli.md).
+
+Runs the real binary against `naarpc serve` and against //examples:naa_server
+on the emulated transport, in both wire dialects. Servers listen on ephemeral
+ports; a test waits for the server's printed 'listening' line, never sleeps.
+Nothing here asserts a duration.
+"""
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+NAARPC = os.path.abspath("tools/naarpc/naarpc")
+NAA_SERVER = os.path.abspath("examples/naa_server")
+TYPES = os.path.abspath("tests/cli/testdata/types.naa.yaml")
+BAD_IDL = os.path.abspath("tests/cli/testdata/bad.naa.yaml")
+VECTOR = os.path.abspath("services/vector/vector.naa.yaml")
+CHECKED = os.path.abspath("services/checked/checked.naa.yaml")
+INCREMENT = os.path.abspath("services/increment/increment.naa.yaml")
+
+# Only turns a hang into a failure; no test relies on it.
+HANG_GUARD_S = 120
+
+# Exit statuses (naarpc --help).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_IDL = 0, 1, 2, 3
+EXIT_UNREACHABLE, EXIT_DEADLINE, EXIT_NAA_STATUS = 4, 5, 6
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("NAA_SPEC", "NAA_LOCAL_IP")}
+    env.update(extra)
+    return env
+
+
+def run(*args, env=None):
+    """Runs naarpc; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([NAARPC, *args], capture_output=True, text=True,
+                       env=env or clean_env(), timeout=HANG_GUARD_S)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Server:
+    """A server process, ready once it printed its listening line."""
+
+    def __init__(self, argv, ready_pattern):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=clean_env())
+        self.output = ""
+        while True:
+            ready, _, _ = select.select([self.proc.stdout], [], [], HANG_GUARD_S)
+            if not ready:
+                self.stop()
+                raise AssertionError("no listening line from %s" % argv)
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.proc.stderr.read()
+                raise AssertionError("%s exited before listening: %s" % (argv, err))
+            self.output += line
+            m = re.search(ready_pattern, line)
+            if m:
+                self.port = int(m.group(1))
+                return
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                out, err = self.proc.communicate(timeout=HANG_GUARD_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, err = self.proc.communicate()
+            self.output += out
+            self.stderr = err
+        return self.proc.returncode
+
+
+def naarpc_serve(idl, *args):
+    return Server([NAARPC, "serve", "--idl", idl, "--transport", "emulated", "--address",
+                   "127.0.0.1", "--port", "0", *args],
+                  r"^naarpc serve: listening on 127\.0\.0\.1:(\d+) ")
+
+
+def example_server(*args):
+    return Server([NAA_SERVER, "--transport", "emulated", "--address", "127.0.0.1", "--port",
+                   "0", *args], r"^naa_server: serving .* on 127\.0\.0\.1:(\d+) ")
+
+
+def free_port():
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- describe -------------------------------------------------------------------------------
+
+class DescribeTest(unittest.TestCase):
+
+    def test_text_lists_services_routines_params(self):
+        rc, out, err = run("describe", VECTOR)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("package naarpc.services.vector", out)
+        self.assertIn("service VectorArith (6 routines)", out)
+        self.assertRegex(out, r"Add  code 1 \(0x01\), kernel timeout 2000 ms, client deadline "
+                              r"3000 ms")
+        self.assertRegex(out, r"in    a: f32\[1024\]  4 KiB")
+        self.assertRegex(out, r"inout x: f64\[<=65536\]  512 KiB \(8-byte length header\)")
+
+    def test_text_internal_single_send_and_errors(self):
+        rc, out, err = run("describe", TYPES, "Shapes.Weighted")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("w: f32[2]  8 B, single-send", out)
+        rc, out, err = run("describe", TYPES, "Shapes.InPlace")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("InPlace  code 21 (0x15)", out)
+        self.assertIn("scale: f64[1]  8 B\n", out)
+        self.assertIn("internal scratch: u8[256]  256 B", out)
+        self.assertIn("error TOO_LONG = 0x21  -- v is too long", out)
+        self.assertNotIn("Var ", out)
+        rc, out, err = run("describe", CHECKED)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("errors of every routine:", out)
+        self.assertIn("LENGTH_MISMATCH = 0x10", out)
+        self.assertIn("error DIVISION_BY_ZERO = 0x11  -- some b[i] is 0", out)
+
+    def test_json_schema(self):
+        rc, out, err = run("describe", "--json", TYPES)
+        self.assertEqual(rc, EXIT_OK, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["format"], "naarpc-describe/1")
+        self.assertEqual(doc["package"], "naarpc.testing.cli")
+        self.assertEqual([s["name"] for s in doc["services"]], ["Types", "Shapes"])
+        types = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+                 "f32": 4, "f64": 8, "bytes": 1}
+        param_keys = ["name", "type", "elements", "variable", "bytes", "direction",
+                      "single_send", "stream", "doc"]
+        routine_keys = ["name", "code", "doc", "timeout_ms", "deadline_ms", "params",
+                        "internal", "errors"]
+        seen_types = set()
+        for service in doc["services"]:
+            self.assertEqual(list(service), ["name", "doc", "timeout_ms", "routines", "errors"])
+            for r in service["routines"]:
+                self.assertEqual(list(r), routine_keys)
+                self.assertTrue(1 <= r["code"] <= 127)
+                self.assertEqual(r["timeout_ms"], 20000)
+                self.assertEqual(r["deadline_ms"], 21000)
+                for p in r["params"]:
+                    self.assertEqual(list(p), param_keys)
+                    self.assertIn(p["direction"], ("in", "out", "inout"))
+                    self.assertIsNone(p["stream"])
+                    seen_types.add(p["type"])
+                    header = 8 if p["variable"] else 0
+                    self.assertEqual(p["bytes"], p["elements"] * types[p["type"]] + header)
+        self.assertEqual(seen_types, set(types))
+        shapes = doc["services"][1]
+        in_place = shapes["routines"][1]
+        self.assertEqual(in_place["internal"], [{"name": "scratch", "type": "u8",
+                                                 "elements": 256, "bytes": 256,
+                                                 "naa_address": 0, "doc": ""}])
+        self.assertEqual(in_place["params"][0]["single_send"], False)
+        self.assertEqual(shapes["routines"][2]["params"][0]["single_send"], True)
+        self.assertEqual(in_place["errors"], [{"name": "TOO_LONG", "code": 0x21,
+                                               "doc": "v is too long"}])
+        self.assertEqual(doc["services"][0]["errors"],
+                         [{"name": "BAD_INPUT", "code": 0x20, "doc": "the input was refused",
+                           "routine": ""}])
+
+    def test_json_selector(self):
+        rc, out, err = run("describe", "--json", VECTOR, "VectorArith.Dot")
+        self.assertEqual(rc, EXIT_OK, err)
+        doc = json.loads(out)
+        routines = doc["services"][0]["routines"]
+        self.assertEqual([r["name"] for r in routines], ["Dot"])
+        self.assertEqual(routines[0]["params"][0]["elements"], 65536)
+        self.assertTrue(routines[0]["params"][0]["variable"])
+
+    def test_unknown_selector(self):
+        rc, out, err = run("describe", VECTOR, "VectorArith.Nope")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("service VectorArith has no routine 'Nope'", err)
+        self.assertIn("routines: Add, Sub, Mul, Scale, Dot, Prefix", err)
+        rc, out, err = run("describe", VECTOR, "Nope")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("no service 'Nope' (services: VectorArith)", err)
+
+    def test_invalid_and_missing_idl(self):
+        rc, out, err = run("describe", BAD_IDL)
+        self.assertEqual(rc, EXIT_IDL)
+        self.assertRegex(err, r"bad\.naa\.yaml:\d+:\d+: error: ")
+        rc, out, err = run("describe", "/nonexistent/x.naa.yaml")
+        self.assertEqual(rc, EXIT_IDL)
+        self.assertIn("/nonexistent/x.naa.yaml", err)
+
+    def test_help_on_every_subcommand(self):
+        for cmd in ([], ["describe"], ["call"], ["serve"], ["bench"]):
+            rc, out, err = run(*cmd, "--help")
+            self.assertEqual(rc, EXIT_OK, (cmd, err))
+            self.assertIn("Usage:", out)
+        rc, out, err = run("call", "--help")
+        for flag in ("--idl", "--target", "--in", "--out", "--dialect", "--transport",
+                     "--deadline", "--repeat"):
+            self.assertIn(flag, out)
+        rc, out, err = run()
+        self.assertEqual(rc, EXIT_USAGE)
+
+
+# ---- call against naarpc serve, both dialects --------------------------------------------------
+
+class CallServeBase:
+    DIALECT = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = naarpc_serve(TYPES)
+        cls.inc = naarpc_serve(TYPES, "--kernel", "increment", "--kernel", "Var=echo",
+                               "--kernel", "Types.U8=zeros", "--kernel", "I8=fail:BAD_INPUT",
+                               "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:3000")
+        cls.tmp = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in (cls.echo, cls.inc):
+            rc = s.stop()
+            assert rc == 0, (rc, s.output, s.stderr)
+
+    def call(self, server, routine, *args, idl=TYPES, env=None):
+        return run("call", "--idl", idl, "--target", "127.0.0.1:%d" % server.port,
+                   "--transport", "emulated", "--dialect", self.DIALECT, routine, *args,
+                   env=env)
+
+    def path(self, name):
+        return os.path.join(self.tmp, self.DIALECT + "_" + name)
+
+    def test_json_arrays_of_every_type(self):
+        cases = [
+            ("U8", "[0, 1, 254, 255]"),
+            ("U16", "[0, 1, 65535]"),
+            ("U32", "[0, 7, 4294967295]"),
+            ("U64", "[0, 18446744073709551615]"),
+            ("I8", "[-128, 0, 127]"),
+            ("I16", "[-32768, -1, 32767]"),
+            ("I32", "[-2147483648, 5, 2147483647]"),
+            ("I64", "[-9223372036854775808, 9223372036854775807]"),
+            ("F32", "[0.5, -1.25, 3, 1e+30]"),
+            ("F64", "[0.1, -2.5e-300, 1e+300]"),
+            ("Bytes", "[0, 1, 2, 3, 4, 5, 6, 255]"),
+        ]
+        for routine, value in cases:
+            with self.subTest(routine=routine):
+                rc, out, err = self.call(self.echo, "Types." + routine, "--in", "x=" + value,
+                                         "--json")
+                self.assertEqual(rc, EXIT_OK, err)
+                doc = json.loads(out)
+                self.assertEqual(doc["status"], "OK")
+                self.assertEqual(doc["routine"], "Types." + routine)
+                self.assertEqual(doc["outputs"]["y"], json.loads(value))
+
+    def test_non_finite_floats(self):
+        rc, out, err = self.call(self.echo, "F64", "--in", 'x=["NaN", "Infinity", "-Infinity"]',
+                                 "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"]["y"], ["NaN", "Infinity", "-Infinity"])
+        rc, out, err = self.call(self.echo, "F64", "--in", 'x=["1", 2, 3]')
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'x'[0]: expected a number (f64", err)
+
+    def test_increment_kernel_by_type(self):
+        rc, out, err = self.call(self.inc, "U16", "--in", "x=[0, 1, 65535]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [1, 2, 0]", out)  # wraps at the type's width
+        self.assertIn("status: OK", out)
+        rc, out, err = self.call(self.inc, "F64", "--in", "x=[0.5, -1, 2]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [1.5, 0, 3]", out)
+        rc, out, err = self.call(self.inc, "I64", "--in", "x=[-1, 41]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [0, 42]", out)
+
+    def test_zeros_kernel(self):
+        rc, out, err = self.call(self.inc, "Types.U8", "--in", "x=[9, 9, 9, 9]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [0, 0, 0, 0]", out)
+
+    def test_raw_file_in_and_out(self):
+        src, dst = self.path("in.bin"), self.path("out.bin")
+        data = struct.pack("<4f", 1.0, 2.5, -3.0, 4.25)
+        with open(src, "wb") as f:
+            f.write(data)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=@" + src, "--out", "y=@" + dst)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y: 4 element(s) written to " + dst, out)
+        with open(dst, "rb") as f:
+            self.assertEqual(f.read(), data)
+        # Increment sees the file's elements as f32.
+        rc, out, err = self.call(self.inc, "F32", "--in", "x=@" + src)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [2, 3.5, -2, 5.25]", out)
+
+    def test_raw_file_of_wrong_size(self):
+        src = self.path("odd.bin")
+        with open(src, "wb") as f:
+            f.write(b"\0" * 6)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=@" + src)
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'x': file '%s' has 6 bytes, not a multiple of the 4-byte f32 "
+                      "element" % src, err)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=@" + self.path("missing.bin"))
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("cannot open", err)
+
+    def test_hex_in_and_out(self):
+        rc, out, err = self.call(self.echo, "U16", "--in", "x=hex:0100ff7f3412", "--out",
+                                 "y=hex")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = 0100ff7f3412", out)
+        rc, out, err = self.call(self.echo, "U16", "--in", "x=hex:0100ff7f3412", "--format",
+                                 "json")
+        self.assertIn("y = [1, 32767, 4660]", out)
+        rc, out, err = self.call(self.echo, "U16", "--in", "x=hex:01zz")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("'zz' at offset 2 is not hex", err)
+
+    def test_generated_inputs(self):
+        rc, out, err = self.call(self.echo, "I32", "--in", "x=seq")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [0, 1, 2]", out)
+        rc, out, err = self.call(self.echo, "F64", "--in", "x=zeros")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [0, 0, 0]", out)
+        first = self.call(self.echo, "U64", "--in", "x=random", "--json")
+        second = self.call(self.echo, "U64", "--in", "x=random", "--json")
+        self.assertEqual(first[0], EXIT_OK, first[2])
+        values = json.loads(first[1])["outputs"]["y"]
+        self.assertEqual(len(values), 2)
+        self.assertNotEqual(values, [0, 0])
+        self.assertEqual(json.loads(second[1])["outputs"]["y"], values)  # reproducible
+
+    def test_variable_length_takes_length_from_input(self):
+        rc, out, err = self.call(self.echo, "Shapes.Var", "--in", "data=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("echo = [1, 2, 3]", out)
+        rc, out, err = self.call(self.echo, "Var", "--in", "data=seq:1000", "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"]["echo"], [i % 256 for i in range(1000)])
+        rc, out, err = self.call(self.echo, "Var", "--in", "data=[]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("echo = []", out)
+        # Large output: a summary by default.
+        rc, out, err = self.call(self.echo, "Var", "--in", "data=zeros:100000")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("echo = 100000 x u8: min 0, max 0, sum 0, first [0, 0, 0", out)
+        rc, out, err = self.call(self.echo, "Var", "--in", "data=zeros:1048577")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'data': expected at most 1048576 u8 element(s), got 1048577",
+                      err)
+
+    def test_inout_scalar_and_internal_region(self):
+        rc, out, err = self.call(self.inc, "Shapes.InPlace", "--in", "scale=2", "--in",
+                                 "v=[1, 2, 3, 4, 5]", "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"], {"v": [2, 3, 4, 5, 6]})
+
+    def test_single_send(self):
+        rc, out, err = self.call(self.inc, "Weighted", "--in", "w=[1, 2]", "--in", "x=[5, 6]",
+                                 "--repeat", "3")
+        if self.DIALECT == "reference":
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertIn("y = [2, 3]", out)
+        else:
+            self.assertEqual(rc, EXIT_USAGE)
+            self.assertIn("region 0 'w': single_send needs the reference dialect", err)
+            self.assertIn("--dialect reference", err)
+
+    def test_repeat(self):
+        rc, out, err = self.call(self.inc, "U32", "--in", "x=[1, 2, 3]", "--repeat", "5")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [2, 3, 4]", out)
+        self.assertRegex(out, r"status: OK \(5 calls in ")
+
+    def test_naa_application_error_by_idl_name(self):
+        rc, out, err = self.call(self.inc, "I8", "--in", "x=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        self.assertIn("BAD_INPUT", err)
+        self.assertIn("0x20", err)
+        self.assertIn("the input was refused", err)
+        self.assertNotIn("status: OK", out)
+        rc, out, err = self.call(self.inc, "I16", "--in", "x=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        self.assertIn("0x42", err)
+
+    def test_deadline(self):
+        rc, out, err = self.call(self.inc, "I32", "--in", "x=[1, 2, 3]", "--deadline", "200")
+        self.assertEqual(rc, EXIT_DEADLINE, err)
+        self.assertIn("DEADLINE_EXCEEDED", err.upper().replace(" ", "_"))
+        self.assertIn("hint: raise --deadline", err)
+
+    def test_unknown_routine(self):
+        rc, out, err = self.call(self.echo, "Types.Nope", "--in", "x=[1]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("has no routine 'Types.Nope'", err)
+        self.assertIn("Types.U8", err)
+        self.assertIn("Shapes.Var", err)
+
+    def test_wrong_element_count(self):
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'x': expected 4 f32 element(s), got 3", err)
+
+    def test_bad_json_and_ranges(self):
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=[1, 2,")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'x': not valid JSON", err)
+        rc, out, err = self.call(self.echo, "U8", "--in", "x=[1, 2, 256, 3]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter 'x'[2]: 256 is out of the range of u8 (0..255)", err)
+        rc, out, err = self.call(self.echo, "I8", "--in", "x=[1, -129, 3]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("-129 is out of the range of i8", err)
+        rc, out, err = self.call(self.echo, "U32", "--in", "x=[1, 2.5, 3]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("expected an integer (u32), got 2.5", err)
+        rc, out, err = self.call(self.echo, "U32", "--in", 'x={"a": 1}')
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("expected a JSON array of u32", err)
+
+    def test_missing_unknown_and_output_params(self):
+        rc, out, err = self.call(self.echo, "F32")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("missing --in x=... (in, 4 x f32", err)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=zeros", "--in", "z=zeros")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("has no parameter 'z' (inputs: x)", err)
+        rc, out, err = self.call(self.echo, "F32", "--in", "y=zeros")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("parameter is an output", err)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("write NAME=VALUE", err)
+
+
+class CallServeSpecTest(CallServeBase, unittest.TestCase):
+    DIALECT = "spec"
+
+
+class CallServeReferenceTest(CallServeBase, unittest.TestCase):
+    DIALECT = "reference"
+
+
+# ---- call against the example server, both dialects --------------------------------------------
+
+class CallExampleServerBase:
+    DIALECT = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = example_server()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def call(self, idl, routine, *args):
+        return run("call", "--idl", idl, "--target", "127.0.0.1:%d" % self.server.port,
+                   "--transport", "emulated", "--dialect", self.DIALECT, routine, *args)
+
+    def test_vector_add(self):
+        rc, out, err = self.call(VECTOR, "VectorArith.Add", "--in", "a=seq", "--in", "b=seq",
+                                 "--out", "out=json")
+        self.assertEqual(rc, EXIT_OK, err)
+        values = json.loads(out.split("out = ", 1)[1].splitlines()[0])
+        self.assertEqual(values, [2.0 * i for i in range(1024)])
+
+    def test_vector_variable_lengths(self):
+        rc, out, err = self.call(VECTOR, "Dot", "--in", "a=[1, 2, 3]", "--in", "b=[4, 5, 6]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [32]", out)
+        rc, out, err = self.call(VECTOR, "Prefix", "--in", "x=[1, 2, 3, 4]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("sums = [1, 3, 6, 10]", out)
+        rc, out, err = self.call(VECTOR, "Scale", "--in", "factor=0.5", "--in", "x=[2, 4]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("x = [1, 2]", out)
+
+    def test_increment_bytes(self):
+        rc, out, err = self.call(INCREMENT, "IncrementBytes", "--in", "data=seq", "--out",
+                                 "data=hex")
+        self.assertEqual(rc, EXIT_OK, err)
+        got = bytes.fromhex(out.split("data = ", 1)[1].split()[0])
+        self.assertEqual(got, bytes((i + 1) % 256 for i in range(4096)))
+
+    def test_application_error(self):
+        rc, out, err = self.call(CHECKED, "CheckedMath.Divide", "--in", "a=[1, 2]", "--in",
+                                 "b=[1, 0]")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        self.assertIn("DIVISION_BY_ZERO", err)
+        self.assertIn("some b[i] is 0", err)
+        rc, out, err = self.call(CHECKED, "Divide", "--in", "a=[1, 2]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        self.assertIn("LENGTH_MISMATCH", err)
+        rc, out, err = self.call(CHECKED, "Divide", "--in", "a=[7, -9]", "--in", "b=[2, 3]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("q = [3, -3]", out)
+
+    def test_naa_spec_discovery(self):
+        spec = "127.0.0.1:%d:1:3,127.0.0.1:%d:5:3" % (self.server.port, self.server.port)
+        rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", "--dialect",
+                           self.DIALECT, "Dot", "--in", "a=[1, 1]", "--in", "b=[2, 3]",
+                           env=clean_env(NAA_SPEC=spec))
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [5]", out)
+
+
+class CallExampleServerSpecTest(CallExampleServerBase, unittest.TestCase):
+    DIALECT = "spec"
+
+
+class CallExampleServerReferenceTest(CallExampleServerBase, unittest.TestCase):
+    DIALECT = "reference"
+
+
+# ---- connection errors, NAA_SPEC, serve options -----------------------------------------------
+
+class ErrorsTest(unittest.TestCase):
+
+    def test_unreachable_target(self):
+        port = free_port()
+        rc, out, err = run("call", "--idl", VECTOR, "--target", "127.0.0.1:%d" % port,
+                           "--transport", "emulated", "--deadline", "5000", "Dot", "--in",
+                           "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_UNREACHABLE, err)
+        self.assertIn("hint: is an NAA (e.g. `naarpc serve`) listening on 127.0.0.1:%d" % port,
+                      err)
+
+    def test_bad_target(self):
+        for target, message in (("127.0.0.1:99999", "port '99999' is not a number in 1..65535"),
+                                ("::1", "write IPv6 addresses in brackets"),
+                                ("[::1", "missing ']'"),
+                                (":5", "no host")):
+            rc, out, err = run("call", "--idl", VECTOR, "--target", target, "Dot", "--in",
+                               "a=[1]", "--in", "b=[1]")
+            self.assertEqual(rc, EXIT_USAGE, target)
+            self.assertIn(message, err)
+
+    def test_no_target_no_naa_spec(self):
+        rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("no --target, and NAA_SPEC is not set", err)
+
+    def test_malformed_naa_spec(self):
+        cases = [
+            ("127.0.0.1:abc:5:3", "port"),
+            ("127.0.0.1:1234:500:3", "function"),
+            ("127.0.0.1:1234:5", ""),
+            ("127.0.0.1:1234:5:3,", ""),
+        ]
+        for spec, field in cases:
+            with self.subTest(spec=spec):
+                rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in",
+                                   "b=[1]", env=clean_env(NAA_SPEC=spec))
+                self.assertEqual(rc, EXIT_USAGE, err)
+                self.assertIn("NAA_SPEC", err)
+                self.assertIn(field, err)
+
+    def test_naa_spec_without_the_routine(self):
+        rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in", "b=[1]",
+                           env=clean_env(NAA_SPEC="127.0.0.1:1234:1:3"))
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("5", err)
+        rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in", "b=[1]",
+                           env=clean_env(NAA_SPEC="127.0.0.1:1234:5:2"))
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("declares 2 parameters, the IDL's Dot has 3", err)
+
+    def test_serve_bad_kernel(self):
+        for kernel, message in (("frobnicate", "unknown kernel 'frobnicate'"),
+                                ("fail:NOPE", "fail takes a status 0x01..0x7f or an error name"),
+                                ("sleep:x", "sleep takes milliseconds"),
+                                ("Nope=echo", "no routine 'Nope'")):
+            rc, out, err = run("serve", "--idl", TYPES, "--transport", "emulated", "--port",
+                               "0", "--kernel", kernel)
+            self.assertEqual(rc, EXIT_USAGE, (kernel, err))
+            self.assertIn(message, err)
+
+    def test_serve_dialect_filter(self):
+        server = naarpc_serve(TYPES, "--dialect", "spec")
+        try:
+            rc, out, err = run("call", "--idl", TYPES, "--target", "127.0.0.1:%d" % server.port,
+                               "--transport", "emulated", "--dialect", "reference", "U8",
+                               "--in", "x=zeros")
+            self.assertEqual(rc, EXIT_NAA_STATUS, err)
+            self.assertIn("0x04", err)
+            rc, out, err = run("call", "--idl", TYPES, "--target", "127.0.0.1:%d" % server.port,
+                               "--transport", "emulated", "--dialect", "spec", "U8",
+                               "--in", "x=zeros")
+            self.assertEqual(rc, EXIT_OK, err)
+        finally:
+            self.assertEqual(server.stop(), 0)
+        self.assertIn("1 call(s) on 2 connection(s)", server.output)
+
+
+# ---- bench ------------------------------------------------------------------------------------
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+class BenchTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = naarpc_serve(TYPES)
+        cls.tmp = tempfile.mkdtemp()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def bench(self, *args, dialect="spec"):
+        return run("bench", "--idl", TYPES, "--target", "127.0.0.1:%d" % self.server.port,
+                   "--transport", "emulated", "--dialect", dialect, "--duration", "0.05",
+                   *args)
+
+    def test_csv_and_plots(self):
+        for dialect in ("spec", "reference"):
+            with self.subTest(dialect=dialect):
+                prefix = os.path.join(self.tmp, dialect)
+                csv = prefix + ".csv"
+                rc, out, err = self.bench("Shapes.Var", "--sizes", "64,1K", "--clients", "1,2",
+                                          "--csv", csv, "--plot", prefix, dialect=dialect)
+                self.assertEqual(rc, EXIT_OK, err)
+                self.assertIn("raw baseline: emulated transport ping-pong", out)
+                self.assertRegex(out, r"\n1K +2 \| ")
+                with open(csv) as f:
+                    lines = f.read().splitlines()
+                header = lines[0].split(",")
+                self.assertEqual(header, ["routine", "transport", "dialect", "kind", "size_bytes",
+                                          "clients", "calls", "bytes_per_call", "p50_us",
+                                          "p90_us", "p99_us", "max_us", "calls_per_s",
+                                          "mb_per_s"])
+                rows = [dict(zip(header, l.split(","))) for l in lines[1:]]
+                self.assertEqual(
+                    sorted((r["kind"], int(r["size_bytes"]), int(r["clients"])) for r in rows),
+                    sorted((k, s, c) for k in ("naarpc", "raw") for s in (64, 1024)
+                           for c in (1, 2)))
+                for r in rows:
+                    self.assertEqual(r["routine"], "Shapes.Var")
+                    self.assertEqual(r["dialect"], dialect)
+                    self.assertGreaterEqual(int(r["calls"]), 5 * int(r["clients"]))
+                    p50, p90, p99, mx = (float(r[k]) for k in ("p50_us", "p90_us", "p99_us",
+                                                               "max_us"))
+                    self.assertTrue(0 < p50 <= p90 <= p99 <= mx, r)
+                    self.assertGreater(float(r["calls_per_s"]), 0)
+                naarpc_64 = [r for r in rows if r["kind"] == "naarpc" and r["size_bytes"] == "64"]
+                # 8-byte length header + 64 bytes each way.
+                self.assertEqual(naarpc_64[0]["bytes_per_call"], "144")
+                for plot in ("latency", "throughput", "scaling"):
+                    self.assertEqual(png_size("%s_%s.png" % (prefix, plot)), (960, 600), plot)
+
+    def test_no_baseline_fixed_size(self):
+        csv = os.path.join(self.tmp, "fixed.csv")
+        rc, out, err = self.bench("Types.F64", "--no-baseline", "--csv", csv)
+        self.assertEqual(rc, EXIT_OK, err)
+        with open(csv) as f:
+            lines = f.read().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertIn(",naarpc,24,1,", lines[1])
+
+    def test_bench_errors(self):
+        rc, out, err = self.bench("Shapes.Var", "--sizes", "2M")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("--sizes 2M: parameter 'data' takes at most 1048576 x u8", err)
+        rc, out, err = self.bench("Types.F64", "--sizes", "64")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("has no variable-length input", err)
+        rc, out, err = self.bench("Shapes.Var", "--sizes", "12Q")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("unknown unit 'Q'", err)
+        rc, out, err = self.bench("Shapes.Var", "--clients", "0")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("not a client count", err)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,92 @@
+// Calling a routine known only from its IDL at run time: the same region
+// layout, length headers and checks as a generated stub
+// (codegen/templates), without generated code.
+#ifndef NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_
+#define NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idl/ir.h"
+#include "naarpc/client_session.h"
+#include "naarpc/deadline.h"
+#include "naarpc/region_layout.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
+#include "tools/naarpc/values.h"
+
+namespace naarpc::cli {
+
+// Stream parameters (docs/streams.md) are not driven by the CLI. These
+// compile whether or not the IDL front-end declares streams yet.
+template <typename R = idl::Routine>
+bool HasStreams(const R& r) {
+  if constexpr (requires { r.has_streams(); }) {
+    return r.has_streams();
+  } else {
+    return false;
+  }
+}
+struct StreamShape {
+  uint64_t chunk = 0;   // elements per chunk
+  uint32_t window = 0;  // chunks in flight
+};
+template <typename P = idl::Param>
+std::optional<StreamShape> StreamOf(const P& p) {
+  if constexpr (requires { p.stream->chunk; }) {
+    if (p.stream) return StreamShape{p.stream->chunk, p.stream->window};
+  }
+  return std::nullopt;
+}
+
+// The regions of `routine`, in the order its generated stub declares them:
+// parameters, then internal regions.
+std::vector<RegionSpec> RegionsOf(const idl::Routine& routine);
+
+// The IDL name of an NAA status: the runtime's 0x01..0x05, the service's
+// application errors, "OK" for 0; empty if unknown.
+std::string StatusName(const idl::Service& service, uint8_t status);
+
+// One connection (a ClientSession) for one routine. Not thread-safe.
+class DynamicCall {
+ public:
+  static Result<std::unique_ptr<DynamicCall>> Open(Transport& transport, const std::string& host,
+                                                   uint16_t port, const idl::Service& service,
+                                                   const idl::Routine& routine,
+                                                   const ClientOptions& options,
+                                                   Deadline deadline);
+
+  // Runs the routine. `inputs` holds a value for every input (in, inout)
+  // parameter, by name; on success `outputs` gets every output (out, inout)
+  // parameter. A non-zero NAA status is kNaaError whose message names the
+  // status by its IDL name ("Math.Divide: NAA status 0x11 DIVISION_BY_ZERO").
+  // Missing, unknown or mis-sized inputs are kInvalidArgument; nothing is
+  // sent then.
+  Status Invoke(const std::map<std::string, Value>& inputs,
+                std::map<std::string, Value>* outputs, Deadline deadline);
+
+  // Bytes written to the NAA by the last Invoke (for throughput figures).
+  uint64_t last_bytes_sent() const { return last_bytes_sent_; }
+  uint64_t last_bytes_received() const { return last_bytes_received_; }
+  ClientSession& session() { return *session_; }
+  std::string full_name() const { return service_.name + "." + routine_.name; }
+
+ private:
+  DynamicCall(const idl::Service& service, const idl::Routine& routine,
+              std::unique_ptr<ClientSession> session)
+      : service_(service), routine_(routine), session_(std::move(session)) {}
+
+  const idl::Service& service_;
+  const idl::Routine& routine_;
+  std::unique_ptr<ClientSession> session_;
+  uint64_t last_bytes_sent_ = 0;
+  uint64_t last_bytes_received_ = 0;
+};
+
+}  // namespace naarpc::cli
+
+#endif  // NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_

@@ -1,0 +1,260 @@
+#include "tools/naarpc/dynamic_naa.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "naarpc/codegen_support.h"
+#include "naarpc/protocol.h"
+#include "tools/naarpc/dynamic_call.h"
+
+namespace naarpc::cli {
+namespace {
+
+using idl::ElementType;
+
+Result<uint64_t> ParseNumber(std::string_view text) {
+  std::string s(text);
+  if (s.empty() || s[0] == '-' || s[0] == '+') return InvalidArgumentError("not a number");
+  char* end = nullptr;
+  errno = 0;
+  const uint64_t v = std::strtoull(s.c_str(), &end, 0);
+  if (errno != 0 || end != s.c_str() + s.size()) return InvalidArgumentError("not a number");
+  return v;
+}
+
+// Adds 1 to every element of `data` (count elements of `type`).
+void Increment(ElementType type, std::span<std::byte> data, uint64_t count) {
+  const uint32_t size = idl::Describe(type).size;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::byte* p = data.data() + i * size;
+    if (type == ElementType::kF32) {
+      float f;
+      std::memcpy(&f, p, sizeof f);
+      f += 1;
+      std::memcpy(p, &f, sizeof f);
+    } else if (type == ElementType::kF64) {
+      double d;
+      std::memcpy(&d, p, sizeof d);
+      d += 1;
+      std::memcpy(p, &d, sizeof d);
+    } else {
+      // Little-endian add with carry, wrapping at the type's width.
+      for (uint32_t b = 0; b < size; ++b) {
+        const uint8_t v = std::to_integer<uint8_t>(p[b]) + 1;
+        p[b] = std::byte{v};
+        if (v != 0) break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Result<Kernel> ParseKernel(std::string_view spec, const idl::Service& service) {
+  Kernel k;
+  if (spec == "echo") return k;
+  if (spec == "increment") {
+    k.kind = Kernel::Kind::kIncrement;
+    return k;
+  }
+  if (spec == "zeros") {
+    k.kind = Kernel::Kind::kZeros;
+    return k;
+  }
+  if (spec.starts_with("sleep:")) {
+    auto ms = ParseNumber(spec.substr(6));
+    if (!ms.ok() || *ms > 86'400'000) {
+      return InvalidArgumentError("kernel '" + std::string(spec) +
+                                  "': sleep takes milliseconds (0..86400000)");
+    }
+    k.kind = Kernel::Kind::kSleep;
+    k.sleep = std::chrono::milliseconds(*ms);
+    return k;
+  }
+  if (spec.starts_with("fail:")) {
+    const std::string_view what = spec.substr(5);
+    k.kind = Kernel::Kind::kFail;
+    for (const idl::ErrorCode& e : service.errors) {
+      if (e.name == what) {
+        k.status = e.code;
+        return k;
+      }
+    }
+    auto code = ParseNumber(what);
+    if (!code.ok() || *code < 1 || *code > kNaaStatusLastApplication) {
+      return InvalidArgumentError("kernel '" + std::string(spec) +
+                                  "': fail takes a status 0x01..0x7f or an error name of " +
+                                  service.name);
+    }
+    k.status = static_cast<uint8_t>(*code);
+    return k;
+  }
+  return InvalidArgumentError("unknown kernel '" + std::string(spec) +
+                              "' (echo, increment, zeros, sleep:MS, fail:CODE)");
+}
+
+Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
+    std::vector<const idl::Service*> services, const std::vector<std::string>& kernel_specs) {
+  std::unique_ptr<DynamicNaa> naa(new DynamicNaa());
+  for (const idl::Service* s : services) {
+    for (const idl::Routine& r : s->routines) {
+      Entry& e = naa->by_code_[r.code];
+      if (e.routine != nullptr) {
+        return InvalidArgumentError("function code " + std::to_string(r.code) +
+                                    " is used by both " + e.service->name + "." +
+                                    e.routine->name + " and " + s->name + "." + r.name +
+                                    "; serve one of the services (--service)");
+      }
+      e = Entry{s, &r, Kernel{}, HasStreams(r) ? "not served (stream parameters)" : "echo"};
+      naa->codes_.push_back(r.code);
+    }
+  }
+  std::sort(naa->codes_.begin(), naa->codes_.end());
+  for (const std::string& spec : kernel_specs) {
+    const size_t eq = spec.find('=');
+    const std::string target = eq == std::string::npos ? "" : spec.substr(0, eq);
+    const std::string kernel = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    bool matched = false;
+    for (uint8_t code : naa->codes_) {
+      Entry& e = naa->by_code_[code];
+      const std::string full = e.service->name + "." + e.routine->name;
+      if (!target.empty() && target != e.routine->name && target != full) continue;
+      if (HasStreams(*e.routine)) continue;
+      auto k = ParseKernel(kernel, *e.service);
+      if (!k.ok()) return k.status().WithContext("--kernel " + spec);
+      e.kernel = *k;
+      e.kernel_spec = kernel;
+      matched = true;
+    }
+    if (!matched) {
+      return InvalidArgumentError("--kernel " + spec + ": no routine '" + target +
+                                  "' in the served services");
+    }
+  }
+  return naa;
+}
+
+std::chrono::milliseconds DynamicNaa::KernelTimeout(uint8_t function_code) const {
+  const Entry& e = by_code_[function_code & 0x7f];
+  if (e.routine == nullptr) return std::chrono::milliseconds::zero();
+  return std::chrono::milliseconds(e.routine->timeout_ms);
+}
+
+std::string DynamicNaa::Describe() const {
+  std::string out;
+  for (uint8_t code : codes_) {
+    const Entry& e = by_code_[code];
+    out += "  " + e.service->name + "." + e.routine->name + " (code " + std::to_string(code) +
+           "): " + e.kernel_spec + "\n";
+  }
+  return out;
+}
+
+uint8_t DynamicNaa::Handle(NaaCall& call) {
+  if (call.function_code > kMaxFunctionCode || by_code_[call.function_code].routine == nullptr) {
+    return kNaaStatusUnknownFunction;
+  }
+  calls_.fetch_add(1, std::memory_order_relaxed);
+  const Entry& e = by_code_[call.function_code];
+  if (HasStreams(*e.routine)) {
+    call.failure_detail = e.service->name + "." + e.routine->name +
+                          " has stream parameters, which naarpc serve does not serve";
+    return kNaaStatusUnknownFunction;
+  }
+  try {
+    return Run(by_code_[call.function_code], call);
+  } catch (...) {
+    return kNaaStatusKernelFailed;
+  }
+}
+
+uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
+  const idl::Routine& r = *e.routine;
+  const std::string name = e.service->name + "." + r.name;
+  // The layout, as a generated skeleton checks it.
+  if (call.params.size() != r.params.size() || call.internal.size() != r.internals.size()) {
+    call.failure_detail = name + ": " + std::to_string(call.params.size()) + " parameter and " +
+                          std::to_string(call.internal.size()) + " internal regions, expected " +
+                          std::to_string(r.params.size()) + " and " +
+                          std::to_string(r.internals.size());
+    return kNaaStatusBadRegionLayout;
+  }
+  std::vector<uint64_t> counts(r.params.size());
+  for (const idl::Param& p : r.params) {
+    const NaaRegion& region = call.params[p.index];
+    std::string problem;
+    if (region.data.size() != p.region_bytes()) {
+      problem = "is " + std::to_string(region.data.size()) + " bytes, expected " +
+                std::to_string(p.region_bytes());
+    } else if (region.is_output != p.is_output()) {
+      problem = region.is_output ? "is a return region, but the IDL says 'in'"
+                                 : "is not a return region";
+    } else if (call.dialect == Dialect::kReference &&
+               (region.flags & 0x0e) != p.expected_flags()) {
+      problem = "has MRSP flags " + std::to_string(region.flags & 0x0e) + ", expected " +
+                std::to_string(p.expected_flags());
+    }
+    counts[p.index] = p.count;
+    if (problem.empty() && p.variable && p.is_input()) {
+      counts[p.index] = codegen::ReadLengthHeader(region.data);
+      if (counts[p.index] > p.count) {
+        problem = "has a length header of " + std::to_string(counts[p.index]) +
+                  ", more than its maximum " + std::to_string(p.count);
+      }
+    }
+    if (!problem.empty()) {
+      call.failure_detail = name + ": region '" + p.name + "' " + problem;
+      return kNaaStatusBadRegionLayout;
+    }
+  }
+  for (const idl::Internal& i : r.internals) {
+    if (call.internal[i.index].size() != i.region_bytes()) {
+      call.failure_detail = name + ": internal region '" + i.name + "' is " +
+                            std::to_string(call.internal[i.index].size()) + " bytes, expected " +
+                            std::to_string(i.region_bytes());
+      return kNaaStatusBadRegionLayout;
+    }
+  }
+
+  const Kernel& k = e.kernel;
+  if (k.kind == Kernel::Kind::kFail) return k.status;
+  if (k.kind == Kernel::Kind::kSleep) std::this_thread::sleep_for(k.sleep);
+
+  std::vector<const idl::Param*> inputs;
+  for (const idl::Param& p : r.params) {
+    if (p.is_input()) inputs.push_back(&p);
+  }
+  size_t next_input = 0;
+  for (const idl::Param& p : r.params) {
+    if (!p.is_output()) continue;
+    const idl::Param* src = &p;
+    if (!p.is_input()) src = inputs[next_input++ % inputs.size()];
+    NaaRegion& out = call.params[p.index];
+    const std::span<std::byte> out_data = out.data.subspan(p.data_offset());
+    const uint32_t out_size = idl::Describe(p.type).size;
+    uint64_t count = p.count;
+    if (src != &p || k.kind == Kernel::Kind::kZeros) {
+      const std::span<const std::byte> in = call.params[src->index].data.subspan(
+          src->data_offset(), counts[src->index] * idl::Describe(src->type).size);
+      const size_t bytes = std::min(in.size(), out_data.size());
+      if (p.variable) count = std::min<uint64_t>(p.count, in.size() / out_size);
+      if (k.kind == Kernel::Kind::kZeros) {
+        std::memset(out_data.data(), 0, out_data.size());
+      } else {
+        std::memmove(out_data.data(), in.data(), bytes);
+        if (!p.variable) std::memset(out_data.data() + bytes, 0, out_data.size() - bytes);
+      }
+    } else if (p.variable) {
+      count = counts[p.index];  // inout echo: unchanged
+    }
+    if (k.kind == Kernel::Kind::kIncrement) Increment(p.type, out_data, count);
+    if (p.variable) {
+      codegen::WriteLengthHeader(out.data, count);
+      out.reply_length = codegen::kLengthHeaderSize + count * out_size;
+    }
+  }
+  return kNaaStatusSuccess;
+}
+
+}  // namespace naarpc::cli

@@ -1,0 +1,71 @@
+// A software NAA for any IDL file, without generated code: it checks each
+// call's regions as a generated skeleton does (count, sizes, directions,
+// reference-dialect flags, length headers; 0x04 otherwise) and runs a
+// built-in test kernel per routine.
+#ifndef NAARPC_TOOLS_NAARPC_DYNAMIC_NAA_H_
+#define NAARPC_TOOLS_NAARPC_DYNAMIC_NAA_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idl/ir.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/status.h"
+
+namespace naarpc::cli {
+
+// Built-in kernels. Each output parameter takes its data from a "source"
+// input: an inout parameter from itself, the k-th out parameter from the
+// k-th input in IDL order (cycling). Bytes are copied raw, cut to the
+// output's capacity (a variable output gets as many whole elements as fit,
+// at most its maximum); the rest of a fixed output is zero.
+struct Kernel {
+  enum class Kind { kEcho, kIncrement, kZeros, kSleep, kFail };
+  Kind kind = Kind::kEcho;
+  std::chrono::milliseconds sleep{0};  // kSleep: then echo
+  uint8_t status = 0;                  // kFail
+};
+
+// "echo", "increment" (echo, then +1 on every element, by type), "zeros",
+// "sleep:MS", "fail:CODE" (0x01..0x7f, decimal or 0x, or an error name of
+// `service`).
+Result<Kernel> ParseKernel(std::string_view spec, const idl::Service& service);
+
+class DynamicNaa final : public NaaHandler {
+ public:
+  // Serves every routine of `services` (function codes must be distinct
+  // across them). `kernel_specs`: "KERNEL" for every routine, or
+  // "Routine=KERNEL" / "Service.Routine=KERNEL"; later entries win; the
+  // default is echo. Errors name the unknown routine or the bad kernel.
+  static Result<std::unique_ptr<DynamicNaa>> Create(
+      std::vector<const idl::Service*> services, const std::vector<std::string>& kernel_specs);
+
+  uint8_t Handle(NaaCall& call) override;
+  std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+
+  // One line per routine: "Service.Routine (code N): KERNEL".
+  std::string Describe() const;
+  uint64_t calls() const { return calls_.load(); }
+
+ private:
+  struct Entry {
+    const idl::Service* service = nullptr;
+    const idl::Routine* routine = nullptr;
+    Kernel kernel;
+    std::string kernel_spec;
+  };
+  DynamicNaa() = default;
+  uint8_t Run(const Entry& e, NaaCall& call);
+
+  std::array<Entry, 128> by_code_{};
+  std::vector<uint8_t> codes_;
+  std::atomic<uint64_t> calls_{0};
+};
+
+}  // namespace naarpc::cli
+
+#endif  // NAARPC_TOOLS_NAARPC_DYNAMIC_NAA_H_

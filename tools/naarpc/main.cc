@@ -1,0 +1,656 @@
+// naarpc: describe, call, serve and benchmark any NAA from its IDL file at
+// run time (no code generation). `naarpc --help`, `naarpc CMD --help`.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "idl/load.h"
+#include "naarpc/discovery.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
+#include "tools/naarpc/bench.h"
+#include "tools/naarpc/describe.h"
+#include "tools/naarpc/dynamic_call.h"
+#include "tools/naarpc/dynamic_naa.h"
+#include "tools/naarpc/progress.h"
+#include "tools/naarpc/values.h"
+
+namespace naarpc::cli {
+namespace {
+
+// Exit statuses (also in --help).
+enum Exit : int {
+  kExitOk = 0,
+  kExitFailure = 1,      // anything else
+  kExitUsage = 2,        // bad command line or input values
+  kExitIdl = 3,          // the IDL file is missing or invalid
+  kExitUnreachable = 4,  // connect, MRSP or transport failure
+  kExitDeadline = 5,     // the deadline passed
+  kExitNaaStatus = 6,    // the NAA answered with a non-zero status
+};
+
+constexpr const char* kExitHelp =
+    "Exit status: 0 success, 1 other failure, 2 bad command line or input, 3 IDL file "
+    "missing or invalid, 4 NAA unreachable (connect, MRSP, transport), 5 deadline "
+    "exceeded, 6 the NAA returned a non-zero status.";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "naarpc: %s\n", message.c_str());
+  return code;
+}
+
+int ExitFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kNaaError: return kExitNaaStatus;
+    case StatusCode::kDeadlineExceeded: return kExitDeadline;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDisconnected:
+    case StatusCode::kTransportError:
+    case StatusCode::kMrspError:
+    case StatusCode::kNotFound:
+    case StatusCode::kProtocolError: return kExitUnreachable;
+    case StatusCode::kInvalidArgument: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+Result<idl::IdlFile> LoadIdl(const std::string& path) {
+  std::vector<idl::Diagnostic> diags;
+  auto idl = idl::Load(path, &diags);
+  for (const idl::Diagnostic& d : diags) {
+    if (!d.is_error() || !idl.ok()) {
+      std::fprintf(stderr, "%s\n", d.ToString().c_str());
+    }
+  }
+  return idl;
+}
+
+// "Service.Routine" (or "Routine" if the file has one service).
+Status FindRoutine(const idl::IdlFile& idl, const std::string& name, const idl::Service** service,
+                   const idl::Routine** routine) {
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos) {
+    for (const idl::Service& s : idl.services) {
+      if (const idl::Routine* r = s.FindRoutine(name)) {
+        if (*routine != nullptr) {
+          return InvalidArgumentError("routine '" + name + "' is in several services; write "
+                                      "Service." + name);
+        }
+        *service = &s;
+        *routine = r;
+      }
+    }
+  } else {
+    *service = idl.FindService(name.substr(0, dot));
+    if (*service != nullptr) *routine = (*service)->FindRoutine(name.substr(dot + 1));
+  }
+  if (*routine == nullptr) {
+    std::string all;
+    for (const idl::Service& s : idl.services) {
+      for (const idl::Routine& r : s.routines) all += (all.empty() ? "" : ", ") + s.name + "." + r.name;
+    }
+    return NotFoundError(idl.path + " has no routine '" + name + "' (routines: " + all +
+                         "; see naarpc describe " + idl.path + ")");
+  }
+  return Status::Ok();
+}
+
+struct Target {
+  std::string host;
+  uint16_t port = kDefaultNaaPort;
+};
+
+// HOST, HOST:PORT, [IPv6], [IPv6]:PORT.
+Result<Target> ParseTarget(const std::string& text) {
+  Target t;
+  std::string port;
+  if (!text.empty() && text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) {
+      return InvalidArgumentError("--target '" + text + "': missing ']' after the IPv6 address");
+    }
+    t.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        return InvalidArgumentError("--target '" + text + "': expected ':PORT' after ']'");
+      }
+      port = text.substr(close + 2);
+    }
+  } else {
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos && text.find(':', colon + 1) != std::string::npos) {
+      return InvalidArgumentError("--target '" + text + "': write IPv6 addresses in brackets, "
+                                  "[addr]:port");
+    }
+    t.host = text.substr(0, colon);
+    if (colon != std::string::npos) port = text.substr(colon + 1);
+  }
+  if (t.host.empty()) return InvalidArgumentError("--target '" + text + "': no host");
+  if (!port.empty()) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(port.c_str(), &end, 10);
+    if (end != port.c_str() + port.size() || v == 0 || v > 65535) {
+      return InvalidArgumentError("--target '" + text + "': port '" + port +
+                                  "' is not a number in 1..65535");
+    }
+    t.port = static_cast<uint16_t>(v);
+  }
+  return t;
+}
+
+// --target, or the NAA_SPEC entry for the routine's function code.
+Result<Target> ResolveTarget(const std::string& target, const idl::Routine& routine) {
+  if (!target.empty()) return ParseTarget(target);
+  if (std::getenv("NAA_SPEC") == nullptr) {
+    return InvalidArgumentError("no --target, and NAA_SPEC is not set; give --target HOST[:PORT]");
+  }
+  auto discovery = DiscoverNaa();
+  if (!discovery.ok()) return discovery.status();
+  auto endpoint = discovery->Find(routine.code);
+  if (!endpoint.ok()) return endpoint.status();
+  if (endpoint->param_count != routine.params.size()) {
+    return InvalidArgumentError(
+        "NAA_SPEC's entry for function code " + std::to_string(routine.code) + " declares " +
+        std::to_string(endpoint->param_count) + " parameters, the IDL's " + routine.name +
+        " has " + std::to_string(routine.params.size()));
+  }
+  return Target{endpoint->address, endpoint->port};
+}
+
+Result<Dialect> ParseDialect(const std::string& d) {
+  if (d == "spec") return Dialect::kSpec;
+  if (d == "reference") return Dialect::kReference;
+  return InvalidArgumentError("--dialect '" + d + "': spec or reference");
+}
+
+std::string Hint(const Status& s, const Target& t, const std::string& transport) {
+  switch (s.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kNotFound:
+      return "is an NAA (e.g. `naarpc serve`) listening on " + t.host + ":" +
+             std::to_string(t.port) + " over the " + transport +
+             " transport? (--target, --transport)";
+    case StatusCode::kDeadlineExceeded:
+      return "raise --deadline (milliseconds), or check the NAA's kernel and its timeout";
+    case StatusCode::kMrspError:
+      return "the NAA refused the routine's memory regions (see the MRSP error code)";
+    case StatusCode::kInvalidArgument:
+      if (s.message().find("single_send needs the reference dialect") != std::string::npos) {
+        return "the IDL marks this parameter single_send, a feature of the reference dialect: "
+               "call with --dialect reference";
+      }
+      return "";
+    default: return "";
+  }
+}
+
+// ---- describe ----------------------------------------------------------------
+
+struct DescribeArgs {
+  std::string file, selector;
+  bool json = false;
+};
+
+int Describe(const DescribeArgs& a) {
+  auto idl = LoadIdl(a.file);
+  if (!idl.ok()) return kExitIdl;
+  auto out = a.json ? DescribeJson(*idl, a.selector) : DescribeText(*idl, a.selector);
+  if (!out.ok()) return Fail(kExitUsage, out.status().message());
+  std::fputs(out->c_str(), stdout);
+  return kExitOk;
+}
+
+// ---- call --------------------------------------------------------------------
+
+struct CommonArgs {
+  std::string idl, target, transport = "auto", device, dialect = "spec";
+  int64_t deadline_ms = 0;  // 0: the routine's default deadline
+};
+
+struct CallArgs {
+  CommonArgs common;
+  std::string routine;
+  std::vector<std::string> inputs, outputs;
+  std::string format = "auto";
+  uint64_t repeat = 1;
+  bool json = false;
+};
+
+int Call(const CallArgs& a) {
+  auto idl = LoadIdl(a.common.idl);
+  if (!idl.ok()) return kExitIdl;
+  const idl::Service* service = nullptr;
+  const idl::Routine* routine = nullptr;
+  Status found = FindRoutine(*idl, a.routine, &service, &routine);
+  if (!found.ok()) return Fail(kExitUsage, found.message());
+  if (HasStreams(*routine)) {
+    return Fail(kExitUsage, service->name + "." + routine->name +
+                                " has stream parameters; naarpc call does not drive streams "
+                                "(use a generated client, docs/streams.md)");
+  }
+  auto default_format = ParseFormat(a.format);
+  if (!default_format.ok()) return Fail(kExitUsage, default_format.status().message());
+
+  // Inputs: name=SPEC, every input parameter exactly once.
+  std::map<std::string, Value> inputs;
+  for (const std::string& in : a.inputs) {
+    const size_t eq = in.find('=');
+    if (eq == std::string::npos) {
+      return Fail(kExitUsage, "--in '" + in + "': write NAME=VALUE (e.g. a='[1,2,3]', a=@a.bin)");
+    }
+    const std::string name = in.substr(0, eq);
+    const idl::Param* p = routine->FindParam(name);
+    if (p == nullptr || !p->is_input()) {
+      std::string names;
+      for (const idl::Param& q : routine->params) {
+        if (q.is_input()) names += (names.empty() ? "" : ", ") + q.name;
+      }
+      return Fail(kExitUsage, "--in " + name + ": " + service->name + "." + routine->name +
+                                  (p == nullptr ? " has no parameter '" : " parameter is an output: '") +
+                                  name + "' (inputs: " + names + ")");
+    }
+    if (inputs.count(name)) return Fail(kExitUsage, "--in " + name + " given twice");
+    auto v = ParseValue(*p, in.substr(eq + 1));
+    if (!v.ok()) return Fail(kExitUsage, "--in " + name + ": " + v.status().message());
+    inputs[name] = std::move(*v);
+  }
+  for (const idl::Param& p : routine->params) {
+    if (p.is_input() && !inputs.count(p.name)) {
+      return Fail(kExitUsage, "missing --in " + p.name + "=... (" +
+                                  std::string(idl::DirectionName(p.direction)) + ", " +
+                                  (p.variable ? "at most " : "") + std::to_string(p.count) +
+                                  " x " + std::string(idl::Describe(p.type).idl) +
+                                  "; e.g. " + p.name + "=zeros, " + p.name + "=@file.bin)");
+    }
+  }
+  // Outputs: name=FORMAT or name=@FILE.
+  std::map<std::string, std::string> out_specs;
+  for (const std::string& out : a.outputs) {
+    const size_t eq = out.find('=');
+    const std::string name = out.substr(0, eq);
+    const idl::Param* p = routine->FindParam(name);
+    if (p == nullptr || !p->is_output()) {
+      return Fail(kExitUsage, "--out " + name + ": not an output parameter of " + service->name +
+                                  "." + routine->name);
+    }
+    const std::string spec = eq == std::string::npos ? "auto" : out.substr(eq + 1);
+    if (spec.empty() || (spec[0] != '@' && !ParseFormat(spec).ok())) {
+      return Fail(kExitUsage, "--out " + out + ": auto, json, hex, summary or @FILE");
+    }
+    out_specs[name] = spec;
+  }
+
+  auto target = ResolveTarget(a.common.target, *routine);
+  if (!target.ok()) return Fail(kExitUsage, target.status().message());
+  auto dialect = ParseDialect(a.common.dialect);
+  if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
+  auto transport = NewTransport(a.common.transport, a.common.device);
+  if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
+
+  const auto budget = std::chrono::milliseconds(a.common.deadline_ms > 0 ? a.common.deadline_ms
+                                                                         : routine->deadline_ms);
+  ClientOptions options;
+  options.dialect = *dialect;
+  // The first deadline covers connecting, the MRSP and the first call.
+  auto call = DynamicCall::Open(**transport, target->host, target->port, *service, *routine,
+                                options, Deadline::After(budget));
+  if (!call.ok()) {
+    const std::string hint = Hint(call.status(), *target, a.common.transport);
+    return Fail(ExitFor(call.status()),
+                call.status().ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
+  }
+  std::map<std::string, Value> outputs;
+  Progress progress(service->name + "." + routine->name, a.repeat);
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < a.repeat; ++i) {
+    Status s = (*call)->Invoke(inputs, &outputs, Deadline::After(budget));
+    if (!s.ok()) {
+      progress.Finish();
+      std::string msg = s.ToString();
+      if (s.code() == StatusCode::kNaaError && s.wire_code()) {
+        for (const idl::ErrorCode& e : service->errors) {
+          if (e.code == *s.wire_code() && !e.doc.empty()) msg += " (" + e.doc + ")";
+        }
+      }
+      if (a.repeat > 1) msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
+      const std::string hint = Hint(s, *target, a.common.transport);
+      return Fail(ExitFor(s), msg + (hint.empty() ? "" : "\n  hint: " + hint));
+    }
+    bytes += (*call)->last_bytes_sent() + (*call)->last_bytes_received();
+    progress.Update(i + 1);
+  }
+  progress.Finish();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  (*call)->session().Close().IgnoreError();
+
+  nlohmann::ordered_json json;
+  if (a.json) {
+    json["routine"] = service->name + "." + routine->name;
+    json["status"] = "OK";
+    json["calls"] = a.repeat;
+    json["outputs"] = nlohmann::ordered_json::object();
+  }
+  for (const idl::Param& p : routine->params) {
+    if (!p.is_output()) continue;
+    const Value& v = outputs[p.name];
+    auto it = out_specs.find(p.name);
+    const std::string spec = it == out_specs.end() ? "" : it->second;
+    if (!spec.empty() && spec[0] == '@') {
+      Status w = WriteRaw(spec.substr(1), v);
+      if (!w.ok()) return Fail(kExitFailure, "--out " + p.name + ": " + w.message());
+      if (!a.json) {
+        std::printf("%s: %llu element(s) written to %s\n", p.name.c_str(),
+                    static_cast<unsigned long long>(v.count), spec.substr(1).c_str());
+      } else {
+        json["outputs"][p.name] = {{"file", spec.substr(1)}, {"elements", v.count}};
+      }
+      continue;
+    }
+    const Format f = spec.empty() ? *default_format : *ParseFormat(spec);
+    const std::string text = FormatValue(p, v, f == Format::kAuto && a.json ? Format::kJson : f);
+    if (a.json) {
+      json["outputs"][p.name] = f == Format::kHex || f == Format::kSummary
+                                    ? nlohmann::ordered_json(text)
+                                    : nlohmann::ordered_json::parse(text);
+    } else {
+      std::printf("%s = %s\n", p.name.c_str(), text.c_str());
+    }
+  }
+  if (a.json) {
+    std::printf("%s\n", json.dump(2).c_str());
+  } else {
+    std::printf("status: OK");
+    if (a.repeat > 1) {
+      std::printf(" (%llu calls in %.3f s: %.1f us/call, %.1f MB/s)",
+                  static_cast<unsigned long long>(a.repeat), secs, secs * 1e6 / a.repeat,
+                  bytes / secs / 1e6);
+    }
+    std::printf("\n");
+  }
+  return kExitOk;
+}
+
+// ---- serve -------------------------------------------------------------------
+
+struct ServeArgs {
+  std::string idl, service, address = "0.0.0.0", transport = "auto", device, dialect = "any",
+                            port_file;
+  int port = kDefaultNaaPort;
+  std::vector<std::string> kernels;
+  size_t max_regions = kDefaultNaaMaxRegions;
+};
+
+int Serve(const ServeArgs& a) {
+  auto idl = LoadIdl(a.idl);
+  if (!idl.ok()) return kExitIdl;
+  std::vector<const idl::Service*> services;
+  for (const idl::Service& s : idl->services) {
+    if (a.service.empty() || s.name == a.service) services.push_back(&s);
+  }
+  if (services.empty()) return Fail(kExitUsage, a.idl + " has no service '" + a.service + "'");
+  auto naa = DynamicNaa::Create(services, a.kernels);
+  if (!naa.ok()) return Fail(kExitUsage, naa.status().message());
+
+  // Filter by dialect: calls of the other one get status 0x04.
+  class DialectFilter final : public NaaHandler {
+   public:
+    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
+    uint8_t Handle(NaaCall& call) override {
+      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
+        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only (--dialect)";
+        return kNaaStatusBadRegionLayout;
+      }
+      return inner_.Handle(call);
+    }
+    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
+      return inner_.KernelTimeout(code);
+    }
+
+   private:
+    NaaHandler& inner_;
+    const std::string dialect_;
+  } handler(**naa, a.dialect);
+
+  auto transport = NewTransport(a.transport, a.device);
+  if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
+
+  // Signals are taken synchronously (sigwait), so block them before any
+  // thread starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  ServerOptions options;
+  options.max_regions = a.max_regions;
+  options.log = [](std::string_view line) {
+    std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
+  };
+  auto server = NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler,
+                                 options);
+  if (!server.ok()) return Fail(kExitUnreachable, server.status().ToString());
+  const uint16_t port = (*server)->port();
+  std::printf("naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
+              "stops\n%s",
+              a.address.c_str(), unsigned{port}, idl->path.c_str(),
+              std::string((*transport)->name()).c_str(), a.dialect.c_str(),
+              (*naa)->Describe().c_str());
+  std::fflush(stdout);
+  if (!a.port_file.empty()) {
+    // Written whole, then renamed: a reader never sees a partial file.
+    const std::string tmp = a.port_file + ".tmp";
+    { std::ofstream(tmp) << port << "\n"; }
+    if (std::rename(tmp.c_str(), a.port_file.c_str()) != 0) {
+      return Fail(kExitFailure, "cannot write --port-file " + a.port_file);
+    }
+  }
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::printf("naarpc serve: %llu call(s) on %llu connection(s); shutting down\n",
+              static_cast<unsigned long long>((*naa)->calls()),
+              static_cast<unsigned long long>((*server)->connections_accepted()));
+  std::fflush(stdout);
+  (*server)->Shutdown();
+  return kExitOk;
+}
+
+// ---- bench -------------------------------------------------------------------
+
+struct BenchArgs {
+  CommonArgs common;
+  std::string routine, sizes, clients = "1", csv, plot;
+  double duration_s = 2;
+  bool no_baseline = false;
+};
+
+template <typename T>
+Result<std::vector<T>> SplitList(const std::string& text, const char* what,
+                                 Result<T> (*parse)(std::string_view)) {
+  std::vector<T> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    auto v = parse(std::string_view(text).substr(start, comma - start));
+    if (!v.ok()) return v.status().WithContext(what);
+    out.push_back(*v);
+    start = comma + 1;
+  }
+  return out;
+}
+
+Result<int> ParseClients(std::string_view s) {
+  const std::string t(s);
+  char* end = nullptr;
+  const long v = std::strtol(t.c_str(), &end, 10);
+  if (t.empty() || end != t.c_str() + t.size() || v < 1 || v > 256) {
+    return InvalidArgumentError("'" + t + "' is not a client count in 1..256");
+  }
+  return static_cast<int>(v);
+}
+
+int Bench(const BenchArgs& a) {
+  auto idl = LoadIdl(a.common.idl);
+  if (!idl.ok()) return kExitIdl;
+  BenchOptions o;
+  Status found = FindRoutine(*idl, a.routine, &o.service, &o.routine);
+  if (!found.ok()) return Fail(kExitUsage, found.message());
+  if (!a.sizes.empty()) {
+    auto sizes = SplitList<uint64_t>(a.sizes, "--sizes", &ParseSize);
+    if (!sizes.ok()) return Fail(kExitUsage, sizes.status().message());
+    o.sizes = *sizes;
+  }
+  auto clients = SplitList<int>(a.clients, "--clients", &ParseClients);
+  if (!clients.ok()) return Fail(kExitUsage, clients.status().message());
+  o.clients = *clients;
+  if (!(a.duration_s > 0 && a.duration_s <= 3600)) {
+    return Fail(kExitUsage, "--duration: seconds in (0, 3600]");
+  }
+  o.duration = std::chrono::milliseconds(std::max<int64_t>(1, a.duration_s * 1000));
+  o.csv_path = a.csv;
+  o.plot_prefix = a.plot;
+  o.baseline = !a.no_baseline;
+  o.progress = Progress::StderrIsTerminal();
+  o.call_deadline = std::chrono::milliseconds(a.common.deadline_ms);
+  auto target = ResolveTarget(a.common.target, *o.routine);
+  if (!target.ok()) return Fail(kExitUsage, target.status().message());
+  o.host = target->host;
+  o.port = target->port;
+  auto dialect = ParseDialect(a.common.dialect);
+  if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
+  o.client.dialect = *dialect;
+  o.transport = a.common.transport;
+  o.device = a.common.device;
+  Status s = RunBench(o);
+  if (!s.ok()) {
+    const std::string hint = Hint(s, *target, a.common.transport);
+    return Fail(ExitFor(s), s.ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
+  }
+  return kExitOk;
+}
+
+void AddCommon(CLI::App* cmd, CommonArgs& c) {
+  cmd->add_option("--idl", c.idl, "the IDL file (*.naa.yaml)")->required();
+  cmd->add_option("--target", c.target,
+                  "the NAA: HOST[:PORT] or [IPv6][:PORT] (port default 12345); default: the "
+                  "NAA_SPEC entry for the routine's function code");
+  cmd->add_option("--transport", c.transport, "emulated | verbs | auto")
+      ->check(CLI::IsMember({"emulated", "verbs", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--device", c.device, "RDMA device (verbs), e.g. mlx5_0, rxe0");
+  cmd->add_option("--dialect", c.dialect,
+                  "wire dialect: spec (NAAICE API document) | reference (NAAICE reference "
+                  "library)")
+      ->check(CLI::IsMember({"spec", "reference"}))
+      ->capture_default_str();
+  cmd->add_option("--deadline", c.deadline_ms,
+                  "milliseconds per call (the first includes connecting and the MRSP); "
+                  "default: the routine's deadline_ms")
+      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}));
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  CLI::App app{"naarpc: describe, call, serve and benchmark network-attached accelerators from "
+               "their IDL files (*.naa.yaml), without generating code."};
+  app.footer(kExitHelp);
+  app.require_subcommand(1);
+
+  DescribeArgs describe;
+  CLI::App* d = app.add_subcommand("describe", "services, routines, function codes, parameters, "
+                                               "internal regions, errors and timeouts of an IDL");
+  d->add_option("file", describe.file, "the IDL file")->required();
+  d->add_option("selector", describe.selector, "Service or Service.Routine");
+  d->add_flag("--json", describe.json, "JSON (format naarpc-describe/1) for scripts");
+
+  CallArgs call;
+  CLI::App* c = app.add_subcommand("call", "call one routine with inputs from the command line");
+  AddCommon(c, call.common);
+  c->add_option("routine", call.routine, "Service.Routine (or Routine)")->required();
+  c->add_option("--in", call.inputs,
+                "NAME=VALUE for every input: a JSON array ('[1,2,3]'; a number for size 1), "
+                "@FILE (raw little-endian elements), hex:0a0b.., zeros[:N], random[:N], "
+                "seq[:N] (N elements; default the size, or the maximum)");
+  c->add_option("--out", call.outputs,
+                "NAME=FORMAT (auto, json, hex, summary) or NAME=@FILE (raw elements)");
+  c->add_option("--format", call.format, "default output format: auto (JSON up to 64 "
+                                         "elements, else a summary), json, hex, summary")
+      ->capture_default_str();
+  c->add_option("--repeat", call.repeat, "call N times on one connection (prints the last "
+                                         "outputs and the rate)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  c->add_flag("--json", call.json, "print the status and outputs as JSON");
+
+  ServeArgs serve;
+  CLI::App* s = app.add_subcommand(
+      "serve", "a software NAA for any IDL file with built-in test kernels");
+  s->add_option("--idl", serve.idl, "the IDL file")->required();
+  s->add_option("--service", serve.service, "serve only this service (default: all)");
+  s->add_option("--kernel", serve.kernels,
+                "[Routine=|Service.Routine=]KERNEL, repeatable; KERNEL: echo (outputs = "
+                "inputs), increment (+1 per element), zeros, sleep:MS (then echo), "
+                "fail:CODE|NAME; default echo");
+  s->add_option("--address", serve.address, "address to listen on")->capture_default_str();
+  s->add_option("--port", serve.port, "port (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  s->add_option("--port-file", serve.port_file, "write the port to this file once listening");
+  s->add_option("--transport", serve.transport, "emulated | verbs | auto")
+      ->check(CLI::IsMember({"emulated", "verbs", "auto"}))
+      ->capture_default_str();
+  s->add_option("--device", serve.device, "RDMA device (verbs)");
+  s->add_option("--dialect", serve.dialect, "accept spec | reference | any")
+      ->check(CLI::IsMember({"spec", "reference", "any"}))
+      ->capture_default_str();
+  s->add_option("--max-regions", serve.max_regions, "regions per connection (MRSP error 0x03 "
+                                                    "beyond)")
+      ->check(CLI::Range(1, 255))
+      ->capture_default_str();
+
+  BenchArgs bench;
+  CLI::App* b = app.add_subcommand(
+      "bench", "latency percentiles and throughput per payload size and client count, next to "
+               "the raw transport; CSV and PNG plots");
+  AddCommon(b, bench.common);
+  b->add_option("routine", bench.routine, "Service.Routine (or Routine)")->required();
+  b->add_option("--sizes", bench.sizes,
+                "payload bytes per call, e.g. 64,4K,1M,64M (sets the element count of the "
+                "variable-length inputs); default: the routine's full size");
+  b->add_option("--clients", bench.clients, "client counts, e.g. 1,2,4,8")->capture_default_str();
+  b->add_option("--duration", bench.duration_s, "seconds per (size, clients) point")
+      ->capture_default_str();
+  b->add_option("--csv", bench.csv, "write the results as CSV");
+  b->add_option("--plot", bench.plot,
+                "write PREFIX_latency.png, PREFIX_throughput.png, PREFIX_scaling.png (gnuplot)");
+  b->add_flag("--no-baseline", bench.no_baseline,
+              "skip the raw transport ping-pong (measured by default on this host, in a child "
+              "process)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  if (*d) return Describe(describe);
+  if (*c) return Call(call);
+  if (*s) return Serve(serve);
+  if (*b) return Bench(bench);
+  return kExitUsage;
+}
+
+}  // namespace naarpc::cli
+
+int main(int argc, char** argv) { return naarpc::cli::Main(argc, argv); }
