@@ -8,6 +8,7 @@ Nothing here asserts a duration.
 
 import json
 import os
+import pty
 import re
 import select
 import signal
@@ -222,7 +223,7 @@ class CallServeBase:
         cls.echo = naarpc_serve(TYPES)
         cls.inc = naarpc_serve(TYPES, "--kernel", "increment", "--kernel", "Var=echo",
                                "--kernel", "Types.U8=zeros", "--kernel", "I8=fail:BAD_INPUT",
-                               "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:3000")
+                               "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:1500")
         cls.tmp = tempfile.mkdtemp()
 
     @classmethod
@@ -402,6 +403,38 @@ class CallServeBase:
         self.assertIn("DEADLINE_EXCEEDED", err.upper().replace(" ", "_"))
         self.assertIn("hint: raise --deadline", err)
 
+    def test_progress_bar_only_on_a_terminal(self):
+        # The kernel sleeps 1.5 s: longer than the bar's 1 s threshold.
+        args = [NAARPC, "call", "--idl", TYPES, "--target", "127.0.0.1:%d" % self.inc.port,
+                "--transport", "emulated", "--dialect", self.DIALECT, "I32", "--in",
+                "x=[1, 2, 3]"]
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=clean_env())
+        os.close(slave)
+        tty = b""
+        while True:
+            ready, _, _ = select.select([master], [], [], HANG_GUARD_S)
+            self.assertTrue(ready, "no output on the terminal")
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            tty += chunk
+        os.close(master)
+        out = proc.stdout.read().decode()
+        proc.stdout.close()
+        self.assertEqual(proc.wait(timeout=HANG_GUARD_S), EXIT_OK)
+        self.assertIn("y = [1, 2, 3]", out)
+        self.assertIn(b"\rTypes.I32 [", tty)
+        self.assertIn(b" 0/1 ", tty)
+        self.assertTrue(tty.endswith(b"\r\x1b[K"), tty)  # cleared at the end
+        # Not a terminal: no bar.
+        rc, out, err = self.call(self.inc, "I32", "--in", "x=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(err, "")
+
     def test_unknown_routine(self):
         rc, out, err = self.call(self.echo, "Types.Nope", "--in", "x=[1]")
         self.assertEqual(rc, EXIT_USAGE)
@@ -516,6 +549,13 @@ class CallExampleServerBase:
                            env=clean_env(NAA_SPEC=spec))
         self.assertEqual(rc, EXIT_OK, err)
         self.assertIn("result = [5]", out)
+        # With the local side's address, as the reference library reads it.
+        rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", "--dialect",
+                           self.DIALECT, "Add", "--in", "a=seq", "--in", "b=zeros", "--out",
+                           "out=summary",
+                           env=clean_env(NAA_SPEC=spec, NAA_LOCAL_IP="127.0.0.1"))
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("out = 1024 x f32: min 0, max 1023, sum 523776, first [0, 1, 2", out)
 
 
 class CallExampleServerSpecTest(CallExampleServerBase, unittest.TestCase):
@@ -579,6 +619,17 @@ class ErrorsTest(unittest.TestCase):
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("declares 2 parameters, the IDL's Dot has 3", err)
 
+    def test_bad_naa_local_ip(self):
+        spec = "127.0.0.1:%d:5:3" % free_port()
+        for local, message in (("203.0.113.7", "NAA_LOCAL_IP=203.0.113.7: not an address of "
+                                               "this host"),
+                               ("nohost", "NAA_LOCAL_IP=nohost: not an IPv4 or IPv6 address")):
+            rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", "Dot", "--in",
+                               "a=[1]", "--in", "b=[1]",
+                               env=clean_env(NAA_SPEC=spec, NAA_LOCAL_IP=local))
+            self.assertEqual(rc, EXIT_USAGE, err)
+            self.assertIn(message, err)
+
     def test_serve_bad_kernel(self):
         for kernel, message in (("frobnicate", "unknown kernel 'frobnicate'"),
                                 ("fail:NOPE", "fail takes a status 0x01..0x7f or an error name"),
@@ -640,6 +691,7 @@ class BenchTest(unittest.TestCase):
                 rc, out, err = self.bench("Shapes.Var", "--sizes", "64,1K", "--clients", "1,2",
                                           "--csv", csv, "--plot", prefix, dialect=dialect)
                 self.assertEqual(rc, EXIT_OK, err)
+                self.assertNotIn("\x1b[K", err)  # no bar: stderr is not a terminal
                 self.assertIn("raw baseline: emulated transport ping-pong", out)
                 self.assertRegex(out, r"\n1K +2 \| ")
                 with open(csv) as f:

@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "tools/naarpc/describe.h"
 #include "tools/naarpc/dynamic_call.h"
 #include "tools/naarpc/dynamic_naa.h"
+#include "tools/naarpc/local_ip.h"
 #include "tools/naarpc/progress.h"
 #include "tools/naarpc/values.h"
 
@@ -42,6 +45,18 @@ constexpr const char* kExitHelp =
     "Exit status: 0 success, 1 other failure, 2 bad command line or input, 3 IDL file "
     "missing or invalid, 4 NAA unreachable (connect, MRSP, transport), 5 deadline "
     "exceeded, 6 the NAA returned a non-zero status.";
+
+std::string HumanBytes(uint64_t n) {
+  char buf[32];
+  if (n >= (1u << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", n / 1048576.0);
+  } else if (n >= 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  }
+  return buf;
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "naarpc: %s\n", message.c_str());
@@ -216,6 +231,13 @@ struct CommonArgs {
   int64_t deadline_ms = 0;  // 0: the routine's default deadline
 };
 
+// --transport / --device, adjusted for NAA_LOCAL_IP if it is set.
+Result<LocalSide> LocalSideFor(const CommonArgs& c) {
+  const char* local = std::getenv("NAA_LOCAL_IP");
+  if (local == nullptr || *local == '\0') return LocalSide{c.transport, c.device};
+  return ApplyLocalIp(local, c.transport, c.device);
+}
+
 struct CallArgs {
   CommonArgs common;
   std::string routine;
@@ -293,7 +315,9 @@ int Call(const CallArgs& a) {
   if (!target.ok()) return Fail(kExitUsage, target.status().message());
   auto dialect = ParseDialect(a.common.dialect);
   if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
-  auto transport = NewTransport(a.common.transport, a.common.device);
+  auto side = LocalSideFor(a.common);
+  if (!side.ok()) return Fail(kExitUsage, side.status().message());
+  auto transport = NewTransport(side->transport, side->device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
 
   const auto budget = std::chrono::milliseconds(a.common.deadline_ms > 0 ? a.common.deadline_ms
@@ -309,13 +333,19 @@ int Call(const CallArgs& a) {
                 call.status().ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
   }
   std::map<std::string, Value> outputs;
-  Progress progress(service->name + "." + routine->name, a.repeat);
   const auto start = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
+  std::atomic<uint64_t> done{0};
+  uint64_t request_bytes = 0;
+  for (const auto& [name, v] : inputs) request_bytes += v.data.size();
+  // The bar (on a terminal, after about a second) also covers one long call.
+  auto ticker = std::make_unique<ProgressTicker>(
+      service->name + "." + routine->name, a.repeat, [&done] { return done.load(); },
+      [request_bytes] { return HumanBytes(request_bytes) + " per call"; });
   for (uint64_t i = 0; i < a.repeat; ++i) {
     Status s = (*call)->Invoke(inputs, &outputs, Deadline::After(budget));
     if (!s.ok()) {
-      progress.Finish();
+      ticker.reset();
       std::string msg = s.ToString();
       if (s.code() == StatusCode::kNaaError && s.wire_code()) {
         for (const idl::ErrorCode& e : service->errors) {
@@ -327,9 +357,9 @@ int Call(const CallArgs& a) {
       return Fail(ExitFor(s), msg + (hint.empty() ? "" : "\n  hint: " + hint));
     }
     bytes += (*call)->last_bytes_sent() + (*call)->last_bytes_received();
-    progress.Update(i + 1);
+    done = i + 1;
   }
-  progress.Finish();
+  ticker.reset();
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   (*call)->session().Close().IgnoreError();
@@ -530,8 +560,10 @@ int Bench(const BenchArgs& a) {
   auto dialect = ParseDialect(a.common.dialect);
   if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
   o.client.dialect = *dialect;
-  o.transport = a.common.transport;
-  o.device = a.common.device;
+  auto side = LocalSideFor(a.common);
+  if (!side.ok()) return Fail(kExitUsage, side.status().message());
+  o.transport = side->transport;
+  o.device = side->device;
   Status s = RunBench(o);
   if (!s.ok()) {
     const std::string hint = Hint(s, *target, a.common.transport);

@@ -51,3 +51,29 @@ void Progress::Finish() {
 }
 
 }  // namespace naarpc::cli
+
+namespace naarpc::cli {
+
+ProgressTicker::ProgressTicker(std::string label, uint64_t total, std::function<uint64_t()> done,
+                               std::function<std::string()> detail)
+    : progress_(std::move(label), total), done_(std::move(done)), detail_(std::move(detail)) {
+  if (!progress_.enabled()) return;
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; })) {
+      progress_.Update(done_(), detail_ ? detail_() : std::string());
+    }
+    progress_.Finish();
+  });
+}
+
+ProgressTicker::~ProgressTicker() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace naarpc::cli

@@ -5,8 +5,12 @@
 #define NAARPC_TOOLS_NAARPC_PROGRESS_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace naarpc::cli {
 
@@ -36,6 +40,28 @@ class Progress {
   const Clock::time_point start_ = Clock::now();
   Clock::time_point last_draw_{};
   bool drawn_ = false;
+};
+
+// Draws a Progress from its own thread every 100 ms while work runs that
+// cannot report by itself (one long call): `done` is read on each tick. No
+// thread when the bar is disabled. Stopped (and the bar cleared) on
+// destruction.
+class ProgressTicker {
+ public:
+  ProgressTicker(std::string label, uint64_t total, std::function<uint64_t()> done,
+                 std::function<std::string()> detail = {});
+  ~ProgressTicker();
+  ProgressTicker(const ProgressTicker&) = delete;
+  ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+ private:
+  Progress progress_;
+  std::function<uint64_t()> done_;
+  std::function<std::string()> detail_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace naarpc::cli
