@@ -57,6 +57,12 @@ def doc_inline(text):
 
 
 def param_summary(p):
+    if p.is_stream:
+        s = "%s: %s stream, chunks of %d x %s, window %d" % (
+            p.name, p.direction, p.stream.chunk, p.type.idl, p.stream.window)
+        if p.doc:
+            s += "; " + " ".join(p.doc.split())
+        return _comment_safe(s)
     size = "up to %d" % p.count if p.variable else "%d" % p.count
     s = "%s: %s, %s x %s" % (p.name, p.direction, size, p.type.idl)
     if p.single_send:
@@ -70,12 +76,24 @@ def client_arg(p):
     return "%s %s" % (p.cpp.client_type, p.name)
 
 
+def stream_arg(p):
+    """The general (streaming) overload's argument: a source or sink for a
+    stream, the usual argument otherwise."""
+    return "%s %s" % (p.cpp.stream_client_type if p.is_stream else p.cpp.client_type, p.name)
+
+
 def kernel_arg(p):
     return "%s %s" % (p.cpp.kernel_type, p.name)
 
 
+def stream_local(p):
+    return "naarpc_s_" + p.name
+
+
 def kernel_value(p):
     t = p.type.cpp
+    if p.is_stream:
+        return stream_local(p)
     v = "naarpc_v_" + p.name
     if p.scalar:
         return "%s[0]" % v
@@ -91,6 +109,12 @@ def kernel_value(p):
 def size_check(p, rname):
     t = p.type.idl
     fail = 'return naarpc::InvalidArgumentError("%s: parameter \'%s\' ' % (rname, p.name)
+    if p.is_stream:
+        if p.direction == "in":
+            return ""
+        return "\n".join(["  if (%s == nullptr) {" % p.name,
+                          '    %smust not be null; nothing was sent");' % fail,
+                          "  }"])
     if p.scalar:
         if p.direction == "in":
             return ""
@@ -151,6 +175,8 @@ def copy_out(p):
 
 
 def send_length(p):
+    if p.is_stream:
+        return "0"
     if p.variable and p.is_input:
         return "naarpc::codegen::kLengthHeaderSize + %s * sizeof(%s)" % (
             p.cpp.size_member, p.type.cpp)
@@ -167,6 +193,7 @@ def _env():
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.globals.update(hex=hex_, comment=comment, param_summary=param_summary,
                        client_arg=client_arg, kernel_arg=kernel_arg, kernel_value=kernel_value,
+                       stream_arg=stream_arg, stream_local=stream_local,
                        size_check=size_check, copy_in=copy_in, copy_out=copy_out, pool=pool,
                        send_length=send_length)
     env.filters.update(doc_continued=doc_continued, doc_inline=doc_inline)

@@ -39,6 +39,7 @@ std::string_view DirectionName(Direction d) {
 }
 
 uint8_t Param::expected_flags() const {
+  if (stream) return direction == Direction::kIn ? 0x15 : 0x19;
   uint8_t f = 0;
   if (is_input()) f |= 0x04;
   if (is_output()) f |= 0x08;
@@ -48,6 +49,11 @@ uint8_t Param::expected_flags() const {
 
 bool Routine::has_variable() const {
   return std::any_of(params.begin(), params.end(), [](const Param& p) { return p.variable; });
+}
+
+size_t Routine::stream_count() const {
+  return static_cast<size_t>(
+      std::count_if(params.begin(), params.end(), [](const Param& p) { return p.is_stream(); }));
 }
 
 uint64_t Routine::total_bytes() const {

@@ -40,6 +40,15 @@ struct ErrorCode {
   std::string enumerator;  // kPascalCase, in enum class <Service>Error
 };
 
+// A stream parameter (docs/protocol.md 15): its data flows in chunks of
+// `chunk` elements through a ring of `window` chunks during the call.
+struct StreamDecl {
+  uint64_t chunk = 0;      // elements per chunk
+  uint32_t window = 0;     // chunks in flight, 1..64
+  size_t index = 0;        // stream index (the order of the routine's streams)
+  Location location;       // of the `stream` mapping
+};
+
 struct Param {
   std::string name;
   size_t index = 0;        // region index (parameters come first)
@@ -48,18 +57,27 @@ struct Param {
   bool variable = false;   // `max:` (length header) rather than `size:`
   Direction direction = Direction::kIn;
   bool single_send = false;
+  std::optional<StreamDecl> stream;  // a stream: `count` is 0, `variable` false
+  // Index among the routine's non-stream parameters (NaaCall::params on the
+  // NAA, which holds no streams); for streams, stream->index instead.
+  size_t naa_index = 0;
   std::string doc;
   Location location;
 
   bool is_input() const { return direction != Direction::kOut; }
   bool is_output() const { return direction != Direction::kIn; }
+  bool is_stream() const { return stream.has_value(); }
   // size: 1 -> passed by value (in) or pointer/reference (out, inout).
-  bool scalar() const { return !variable && count == 1; }
+  bool scalar() const { return !variable && !stream && count == 1; }
   uint64_t data_bytes() const { return count * Describe(type).size; }
-  uint64_t region_bytes() const { return data_bytes() + data_offset(); }
+  // A stream's region is its ring: chunk_bytes() * window.
+  uint64_t region_bytes() const {
+    return stream ? chunk_bytes() * stream->window : data_bytes() + data_offset();
+  }
+  uint64_t chunk_bytes() const { return stream ? stream->chunk * Describe(type).size : 0; }
   uint64_t data_offset() const { return variable ? kLengthHeaderBytes : 0; }
   // Reference-dialect MRSP flags of the region (0x04 in, 0x08 out, 0x02
-  // single send).
+  // single send; streams: 0x15 in, 0x19 out).
   uint8_t expected_flags() const;
 
   struct Cpp {
@@ -69,6 +87,10 @@ struct Param {
     std::string size_getter;  // <R>Call::<p>_size()   (variable only)
     std::string size_setter;  // <R>Call::set_<p>_size (variable inputs only)
     std::string size_member;  // <R>Call::<p>_size_    (variable only)
+    // Streams: the stub's general argument (StreamSource<T>& / StreamSink<T>&);
+    // client_type is the convenience form (std::span<const T> /
+    // std::vector<T>*) and kernel_type StreamReader<T>& / StreamWriter<T>&.
+    std::string stream_client_type;
   } cpp;
 };
 
@@ -100,7 +122,9 @@ struct Routine {
   Location location;
 
   bool has_variable() const;
-  uint64_t total_bytes() const;  // all parameter and internal regions
+  bool has_streams() const { return stream_count() != 0; }
+  size_t stream_count() const;
+  uint64_t total_bytes() const;  // all parameter and internal regions (rings)
   // Regions of one call (parameters + internal; the spec dialect adds a
   // metadata region on the wire).
   size_t region_count() const { return params.size() + internals.size(); }
@@ -122,6 +146,7 @@ struct Routine {
     // packed in a std::tuple named mock_args_type.
     bool mock_packs_arguments = false;
     std::string mock_args_type;             // <R>Args (when packed)
+    std::string mock_stream_args_type;      // <R>StreamArgs (packed, streams)
   } cpp;
 };
 

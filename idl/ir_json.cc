@@ -140,6 +140,19 @@ void WriteParam(JsonWriter& w, const Param& p) {
   w.Field("variable", p.variable);
   w.Field("direction", DirectionName(p.direction));
   w.Field("single_send", p.single_send);
+  w.Field("is_stream", p.is_stream());
+  w.Key("stream");
+  if (p.stream) {
+    w.BeginObject();
+    w.Field("chunk", p.stream->chunk);
+    w.Field("window", uint64_t{p.stream->window});
+    w.Field("index", uint64_t{p.stream->index});
+    w.Field("chunk_bytes", p.chunk_bytes());
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  w.Field("naa_index", uint64_t{p.naa_index});
   w.Field("doc", p.doc);
   w.Field("is_input", p.is_input());
   w.Field("is_output", p.is_output());
@@ -158,6 +171,7 @@ void WriteParam(JsonWriter& w, const Param& p) {
   w.Field("size_getter", p.cpp.size_getter);
   w.Field("size_setter", p.cpp.size_setter);
   w.Field("size_member", p.cpp.size_member);
+  w.Field("stream_client_type", p.cpp.stream_client_type);
   w.EndObject();
   w.EndObject();
 }
@@ -187,6 +201,8 @@ void WriteRoutine(JsonWriter& w, const Routine& r) {
   w.Field("timeout_ms", uint64_t{r.timeout_ms});
   w.Field("deadline_ms", uint64_t{r.deadline_ms});
   w.Field("has_variable", r.has_variable());
+  w.Field("has_streams", r.has_streams());
+  w.Field("stream_count", uint64_t{r.stream_count()});
   w.Field("total_bytes", r.total_bytes());
   w.Field("region_count", uint64_t{r.region_count()});
   Where(w, r.location);
@@ -204,6 +220,7 @@ void WriteRoutine(JsonWriter& w, const Routine& r) {
   w.Field("regions_helper", r.cpp.regions_helper);
   w.Field("mock_packs_arguments", r.cpp.mock_packs_arguments);
   w.Field("mock_args_type", r.cpp.mock_args_type);
+  w.Field("mock_stream_args_type", r.cpp.mock_stream_args_type);
   w.EndObject();
   w.Key("params");
   w.BeginArray();

@@ -794,11 +794,16 @@ Status ConnectionServer::RunMrsp() {
   reserved_bytes_ = total;
 
   dialect_ = Dialect::kSpec;
+  bool any_plain = false;  // an entry without the internal bit
   for (const RegionRequest& r : req->regions) {
+    any_plain |= !(r.flags & kRegionFlagInternal);
     if (!(r.flags & kRegionFlagInternal) && (r.flags & (kRegionFlagInput | kRegionFlagOutput))) {
       dialect_ = Dialect::kReference;
     }
   }
+  // A routine of streams only (docs/protocol.md 15): the spec dialect would
+  // have sent its metadata region, so this is the reference dialect.
+  if (!any_plain && stream_count != 0) dialect_ = Dialect::kReference;
   // Group the entries, then allocate and register one buffer per group.
   entries_.clear();
   groups_.clear();

@@ -335,11 +335,20 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
       std::string title;
       bool done;
       bool sync;
+      bool convenience;  // a routine with streams: the span/vector form
     };
-    for (const Signature& sig :
-         {Signature{cl_name + "::" + rc.method, false, true},
-          Signature{cl_name + "::" + rc.async_method, false, false},
-          Signature{cl_name + "::" + rc.async_method + " (with done)", true, false}}) {
+    std::vector<Signature> signatures = {
+        {cl_name + "::" + rc.method, false, true, false},
+        {cl_name + "::" + rc.async_method, false, false, false},
+        {cl_name + "::" + rc.async_method + " (with done)", true, false, false}};
+    if (r.has_streams()) {  // + the span/vector forms of the streaming overloads
+      signatures.push_back({cl_name + "::" + rc.method + " (span/vector form)", false, true, true});
+      signatures.push_back({cl_name + "::" + rc.async_method + " (span/vector form)", false,
+                            false, false});
+      signatures.push_back({cl_name + "::" + rc.async_method + " (span/vector form, with done)",
+                            true, false, false});
+    }
+    for (const Signature& sig : signatures) {
       const int f = m.AddScope(sig.title, cl);
       for (size_t k = 0; k < r.params.size(); ++k) {
         if (param_ok(k)) m.Declare(f, r.params[k].name, oP[ri][k], "argument of " + sig.title);
@@ -349,7 +358,14 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
       m.UseOutside(f, {"naarpc", "std"});
       UseElementTypes(m, f, r);
       m.Use(f, rc.default_deadline_constant, cl, o, "constant");  // default argument
-      if (sig.sync) {
+      if (sig.convenience) {
+        for (size_t k = 0; k < r.params.size(); ++k) {
+          if (param_ok(k) && r.params[k].is_stream()) {
+            m.Declare(f, "naarpc_s_" + r.params[k].name, oP[ri][k], "local of " + sig.title);
+          }
+        }
+        m.Use(f, rc.method, cl, o, "method");  // the streaming overload
+      } else if (sig.sync) {
         for (const char* local : {"naarpc_call", "naarpc_c", "naarpc_out"}) {
           m.Declare(f, local, kFixed, std::string("local ") + local);
         }
@@ -386,6 +402,31 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     m.Use(body, "lease_", call, kFixed, "member");
     m.Use(body, rc.function_code_constant, cl, o, "constant");
     m.Use(body, c.error_name_function, ns, oS, "function");
+    if (r.has_streams()) {
+      // Invoke(sources and sinks of the streams..., deadline).
+      const int inv = m.AddScope(rc_name + "::Invoke", call);
+      for (size_t k = 0; k < r.params.size(); ++k) {
+        if (param_ok(k) && r.params[k].is_stream()) {
+          m.Declare(inv, r.params[k].name, oP[ri][k], "argument of " + rc_name + "::Invoke");
+        }
+      }
+      for (const char* a : {"deadline", "naarpc_send_lengths", "naarpc_options", "naarpc_status",
+                            "naarpc_bad", "naarpc_streams"}) {
+        m.Declare(inv, a, kFixed, std::string("argument or local ") + a);
+      }
+      m.UseOutside(inv, {"naarpc", "std", "uint64_t", "size_t"});
+      UseElementTypes(m, inv, r);
+      m.Use(inv, "lease_", call, kFixed, "member");
+      m.Use(inv, rc.function_code_constant, cl, o, "constant");
+      m.Use(inv, rc.default_deadline_constant, cl, o, "constant");
+      m.Use(inv, c.error_name_function, ns, oS, "function");
+      for (size_t k = 0; k < r.params.size(); ++k) {
+        const Param& p = r.params[k];
+        if (param_ok(k) && !p.cpp.size_member.empty()) {
+          m.Use(inv, p.cpp.size_member, call, oP[ri][k], "member");
+        }
+      }
+    }
     for (size_t k = 0; k < r.params.size(); ++k) {
       if (!param_ok(k)) continue;
       const Param& p = r.params[k];
@@ -424,6 +465,10 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     for (size_t k = 0; k < r.params.size(); ++k) {
       if (!param_ok(k)) continue;
       const Param& p = r.params[k];
+      if (p.is_stream()) {
+        m.Declare(hb, "naarpc_s_" + p.name, oP[ri][k], "local of " + sv_name + "::" + rc.handler);
+        continue;
+      }
       m.Declare(hb, "naarpc_v_" + p.name, oP[ri][k], "local of " + sv_name + "::" + rc.handler);
       if (p.variable && p.is_input()) {
         m.Declare(hb, "naarpc_n_" + p.name, oP[ri][k], "local of " + sv_name + "::" + rc.handler);
@@ -449,15 +494,24 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     m.Declare(mk, "gmock_" + rc.async_method, o, "gMock matcher method of " + mk_name);
     if (rc.mock_packs_arguments) {
       m.Declare(mk, rc.mock_args_type, o, "argument tuple type of " + mk_name);
+      m.Declare(mk, rc.mock_stream_args_type, o, "argument tuple type of " + mk_name);
     }
     struct MockSignature {
       std::string method;
       bool done;
+      bool streaming;
     };
-    for (const MockSignature& sig : {MockSignature{rc.method, false},
-                                     MockSignature{rc.async_method, false},
-                                     MockSignature{rc.async_method, true}}) {
-      const std::string title = mk_name + "::" + sig.method + (sig.done ? " (with done)" : "");
+    std::vector<MockSignature> mock_signatures = {{rc.method, false, false},
+                                                  {rc.async_method, false, false},
+                                                  {rc.async_method, true, false}};
+    if (r.has_streams()) {
+      mock_signatures.push_back({rc.method, false, true});
+      mock_signatures.push_back({rc.async_method, false, true});
+      mock_signatures.push_back({rc.async_method, true, true});
+    }
+    for (const MockSignature& sig : mock_signatures) {
+      const std::string title = mk_name + "::" + sig.method + (sig.done ? " (with done)" : "") +
+                                (sig.streaming ? " (streaming)" : "");
       const int f = m.AddScope(title, mk);
       for (size_t k = 0; k < r.params.size(); ++k) {
         if (param_ok(k)) m.Declare(f, r.params[k].name, oP[ri][k], "argument of " + title);
@@ -467,7 +521,8 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
       m.UseOutside(f, {"naarpc", "std"});
       UseElementTypes(m, f, r);
       if (rc.mock_packs_arguments) {
-        m.Use(f, rc.mock_args_type, mk, o, "argument tuple type");
+        m.Use(f, sig.streaming ? rc.mock_stream_args_type : rc.mock_args_type, mk, o,
+              "argument tuple type");
         m.Use(f, sig.method, mk, o, "mock method");
       }
     }

@@ -32,14 +32,29 @@ constexpr std::string_view kHeaderMacros[] = {
 
 std::string ClientType(const Param& p) {
   const std::string t(Describe(p.type).cpp);
+  if (p.is_stream()) {  // the convenience form: a whole span in, a vector out
+    return p.direction == Direction::kIn ? "std::span<const " + t + ">"
+                                         : "std::vector<" + t + ">*";
+  }
   if (p.scalar()) return p.direction == Direction::kIn ? t : t + "*";
   if (p.direction == Direction::kIn) return "std::span<const " + t + ">";
   if (p.variable) return "std::vector<" + t + ">*";
   return "std::span<" + t + ">";
 }
 
+std::string StreamClientType(const Param& p) {
+  if (!p.is_stream()) return "";
+  const std::string t(Describe(p.type).cpp);
+  return p.direction == Direction::kIn ? "naarpc::codegen::StreamSource<" + t + ">&"
+                                       : "naarpc::codegen::StreamSink<" + t + ">&";
+}
+
 std::string KernelType(const Param& p) {
   const std::string t(Describe(p.type).cpp);
+  if (p.is_stream()) {
+    return p.direction == Direction::kIn ? "naarpc::codegen::StreamReader<" + t + ">&"
+                                         : "naarpc::codegen::StreamWriter<" + t + ">&";
+  }
   if (p.scalar()) return p.direction == Direction::kIn ? t : t + "&";
   if (p.direction == Direction::kIn) return "std::span<const " + t + ">";
   if (p.variable) return "naarpc::codegen::VarSpan<" + t + ">&";
@@ -118,10 +133,15 @@ void AssignCppNames(IdlFile& idl) {
       // done, deadline.
       r.cpp.mock_packs_arguments = r.params.size() + 2 > kMaxMockArguments;
       r.cpp.mock_args_type = r.cpp.mock_packs_arguments ? R + "Args" : "";
+      r.cpp.mock_stream_args_type =
+          r.cpp.mock_packs_arguments && r.has_streams() ? R + "StreamArgs" : "";
       for (Param& p : r.params) {
         p.cpp.client_type = ClientType(p);
         p.cpp.kernel_type = KernelType(p);
-        p.cpp.accessor = p.name;
+        p.cpp.stream_client_type = StreamClientType(p);
+        // A stream has no buffer in the zero-copy call: it is an argument
+        // of Invoke.
+        p.cpp.accessor = p.is_stream() ? "" : p.name;
         p.cpp.size_getter = p.variable ? p.name + "_size" : "";
         p.cpp.size_setter = p.variable && p.is_input() ? "set_" + p.name + "_size" : "";
         p.cpp.size_member = p.variable ? p.name + "_size_" : "";

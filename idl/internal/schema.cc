@@ -41,7 +41,14 @@ constexpr FieldRule kParamFields[] = {
     {"max", FieldKind::kInteger},
     {"direction", FieldKind::kDirection, true},
     {"single_send", FieldKind::kBoolean},
+    {"stream", FieldKind::kMapping},
     {"doc", FieldKind::kString},
+};
+// docs/protocol.md 15: window 1..64 (the chunk's byte limit depends on the
+// element type; validate.cc checks it).
+constexpr FieldRule kStreamFields[] = {
+    {"chunk", FieldKind::kInteger, true, 1},
+    {"window", FieldKind::kInteger, true, 1, 64},
 };
 constexpr FieldRule kInternalFields[] = {
     {"name", FieldKind::kIdentifier, true},
@@ -313,6 +320,10 @@ const ObjectRules& InternalRules() {
 }
 const ObjectRules& ErrorRules() {
   static const ObjectRules r{"error", kErrorFields};
+  return r;
+}
+const ObjectRules& StreamRules() {
+  static const ObjectRules r{"stream", kStreamFields};
   return r;
 }
 

@@ -27,6 +27,7 @@ enum class FieldKind {
   kElementType,  // u8 ... bytes
   kDirection,    // in, out, inout
   kList,
+  kMapping,      // a nested object (its own ObjectRules)
 };
 
 struct FieldRule {
@@ -50,6 +51,7 @@ const ObjectRules& RoutineRules();
 const ObjectRules& ParamRules();
 const ObjectRules& InternalRules();
 const ObjectRules& ErrorRules();
+const ObjectRules& StreamRules();
 
 // The element type and direction names, in schema order.
 std::span<const std::string_view> ElementTypeNames();

@@ -237,6 +237,7 @@ class Builder {
         rt.internals.push_back(BuildInternal(it, i, seen, names.internals.back()));
       }
     }
+    NumberStreams(r, rt);
     if (params != nullptr && directions_known) {
       bool in = false, out = false;
       for (const Param& p : rt.params) in |= p.is_input(), out |= p.is_output();
@@ -311,7 +312,9 @@ class Builder {
     }
     const bool has_size = p.Has("size"), has_max = p.Has("max");
     std::optional<uint64_t> count;
-    if (has_size == has_max) {
+    if (p.Has("stream")) {
+      ReadStream(p, prm, type, dir, has_size, has_max);
+    } else if (has_size == has_max) {
       sink_.Error(p.location(), p.path(),
                   "give exactly one of 'size' (fixed element count) and 'max' (variable "
                   "length)");
@@ -331,14 +334,19 @@ class Builder {
     }
     if (std::optional<bool> single = p.Boolean("single_send")) {
       prm.single_send = *single;
-      if (*single && dir && *dir != Direction::kIn) {
+      if (*single && prm.stream) {
+        sink_.Error(p.At("single_send"), p.Path("single_send"),
+                    "a stream cannot be single_send (its data flows anew in every call)");
+      } else if (*single && dir && *dir != Direction::kIn) {
         sink_.Error(p.At("single_send"), p.Path("single_send"),
                     "only 'in' parameters can be single_send (direction is '" +
                         std::string(DirectionName(*dir)) + "')");
       }
     }
     prm.doc = p.String("doc").value_or("");
-    if (type && count) {
+    if (prm.stream) {
+      prm.count = 0;
+    } else if (type && count) {
       const uint64_t bytes = Bytes(*count, Describe(*type).size, prm.data_offset());
       if (bytes > kMaxRegionBytes) {
         const char* key = prm.variable ? "max" : "size";
@@ -353,6 +361,84 @@ class Builder {
       prm.count = 1;
     }
     return prm;
+  }
+
+  // `stream: {chunk, window}` of a parameter (docs/protocol.md 15): an input
+  // or an output with no size of its own.
+  void ReadStream(Object& p, Param& prm, std::optional<ElementType> type,
+                  std::optional<Direction> dir, bool has_size, bool has_max) {
+    const std::string shown = prm.name.empty() ? "?" : prm.name;
+    Object so(*p.Get("stream"), p.Path("stream"), StreamRules(), sink_);
+    StreamDecl sd;
+    sd.location = p.At("stream");
+    sd.chunk = 1;
+    sd.window = 1;
+    prm.stream = sd;  // even if invalid: the parameter is no sized region
+    if (has_size || has_max) {
+      const char* key = has_size ? "size" : "max";
+      sink_.Error(p.At(key), p.Path(key),
+                  "stream parameter '" + shown + "' has no '" + key +
+                      "': its length is open (a chunk shorter than the chunk size ends it); "
+                      "'stream: {chunk, window}' bounds its memory");
+    }
+    if (dir && *dir == Direction::kInOut) {
+      sink_.Error(p.At("direction"), p.Path("direction"),
+                  "stream parameter '" + shown + "' is inout; a stream is an input or an "
+                  "output (docs/protocol.md 15.1): declare an 'in' stream and an 'out' stream");
+    }
+    if (!so.is_mapping()) return;
+    const std::optional<int64_t> chunk = so.Integer("chunk");
+    const std::optional<int64_t> window = so.Integer("window");
+    if (chunk) {
+      prm.stream->chunk = static_cast<uint64_t>(*chunk);
+      if (type) {
+        const uint64_t bytes = Bytes(prm.stream->chunk, Describe(*type).size);
+        if (bytes > kMaxStreamChunkBytes) {
+          sink_.Error(so.At("chunk"), so.Path("chunk"),
+                      "stream '" + shown + "' has chunks of " + std::to_string(bytes) +
+                          " bytes; a chunk is limited to " + std::to_string(kMaxStreamChunkBytes) +
+                          " bytes (8 MiB, the 24-bit length of a stream frame)");
+          prm.stream->chunk = 1;
+        }
+      }
+    }
+    if (window) prm.stream->window = static_cast<uint32_t>(*window);
+  }
+
+  // Stream indices, NAA parameter indices and the limits of a routine's
+  // streams (docs/protocol.md 15.3: windows add up to <= 62).
+  void NumberStreams(Object& r, Routine& rt) {
+    size_t streams = 0, plain = 0;
+    uint64_t windows = 0;
+    for (Param& p : rt.params) {
+      if (p.stream) {
+        p.stream->index = streams++;
+        windows += p.stream->window;
+      } else {
+        p.naa_index = plain++;
+      }
+    }
+    const std::string shown = rt.name.empty() ? "?" : rt.name;
+    if (streams > kMaxStreams) {
+      sink_.Error(r.At("params"), r.Path("params"),
+                  "routine '" + shown + "' has " + std::to_string(streams) +
+                      " stream parameters; at most " + std::to_string(kMaxStreams) +
+                      " (the 5-bit stream index)");
+    }
+    if (windows > kMaxStreamWindowTotal) {
+      std::string list;
+      for (const Param& p : rt.params) {
+        if (!p.stream) continue;
+        if (!list.empty()) list += " + ";
+        list += std::to_string(p.stream->window) + " (" + (p.name.empty() ? "?" : p.name) + ")";
+      }
+      sink_.Error(r.At("params"), r.Path("params"),
+                  "the windows of the streams of routine '" + shown + "' add up to " +
+                      std::to_string(windows) + " = " + list + "; at most " +
+                      std::to_string(kMaxStreamWindowTotal) +
+                      " (a queue pair's 64 receives less the call's two, "
+                      "docs/protocol.md 15.3)");
+    }
   }
 
   Internal BuildInternal(Object& o, size_t index, std::map<std::string, Location>& seen,

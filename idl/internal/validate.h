@@ -23,6 +23,11 @@ inline constexpr size_t kNaaDefaultMaxRegions = 32;              // NaaServer de
 inline constexpr uint64_t kMaxNaaAddress = (uint64_t{1} << 56) - 1;
 inline constexpr uint32_t kDefaultTimeoutMs = 10000;
 inline constexpr uint32_t kDeadlineGraceMs = 1000;
+// Streams (docs/protocol.md 15).
+inline constexpr uint64_t kMaxStreamChunkBytes = uint64_t{1} << 23;  // 8 MiB
+inline constexpr uint32_t kMaxStreamWindow = 64;
+inline constexpr uint32_t kMaxStreamWindowTotal = 62;  // per routine
+inline constexpr size_t kMaxStreams = 32;              // 5-bit stream index
 
 // Where each named declaration of the IR is and whether its name is usable
 // for the clash analysis (valid, not a duplicate already reported).

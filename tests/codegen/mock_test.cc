@@ -32,4 +32,38 @@ TEST(Mock, StandsInForTheClient) {
   EXPECT_EQ(st.wire_code(), 0x02);
 }
 
+// Routines with streams: both overloads are mocked; the streaming one gets
+// the caller's source and sink.
+naarpc::Status SumOfSamples(golden::StreamerClientInterface& client,
+                            std::span<const float> samples, double* sum) {
+  naarpc::codegen::SpanSource<float> source(samples);
+  return client.Digest(7, source, sum);
+}
+
+TEST(Mock, StreamingOverloads) {
+  golden::MockStreamerClient mock;
+  using ::testing::An;
+  EXPECT_CALL(mock, Digest(7, An<naarpc::codegen::StreamSource<float>&>(), _, _))
+      .WillOnce([](uint32_t, naarpc::codegen::StreamSource<float>& data, double* sum,
+                   naarpc::Deadline) {
+        float chunk[4];
+        *sum = 0;
+        for (;;) {
+          auto n = data.Read(chunk);
+          if (!n.ok()) return n.status();
+          for (size_t i = 0; i < *n; ++i) *sum += chunk[i];
+          if (*n < 4) return naarpc::Status::Ok();
+        }
+      });
+  EXPECT_CALL(mock, Convert(An<std::span<const uint16_t>>(), _, _))
+      .WillOnce(Return(naarpc::Status::Ok()));
+  const std::vector<float> samples = {1, 2, 3, 4, 5, 6};
+  double sum = 0;
+  EXPECT_TRUE(SumOfSamples(mock, samples, &sum).ok());
+  EXPECT_EQ(sum, 21.0);
+  std::vector<int64_t> out;
+  golden::StreamerClientInterface& client = mock;  // (default arguments)
+  EXPECT_TRUE(client.Convert(std::vector<uint16_t>{1, 2}, &out).ok());
+}
+
 }  // namespace

@@ -338,6 +338,26 @@ TEST_P(StreamTest, EmptyStream) {
   ExpectChecksum(**s, 0, 128);
 }
 
+TEST_P(StreamTest, StreamsOnlyRoutine) {
+  // No ordinary parameter at all: in the reference dialect no entry lacks
+  // the internal bit, and the NAA still tells the dialect (docs/protocol.md
+  // 15.1).
+  auto s = Open({Stream("in", Direction::kIn, 512, 2), Stream("out", Direction::kOut, 512, 2)});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (uint64_t total : {uint64_t{0}, uint64_t{512}, uint64_t{5000}}) {
+    SCOPED_TRACE("total " + std::to_string(total));
+    Streams io(total);
+    CallOptions opts;
+    opts.streams = &io;
+    Status st = (*s)->Call(kTransform, Deadline::After(kHangGuard), opts);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(io.output_.size(), total);
+    for (uint64_t i = 0; i < total; ++i) {
+      ASSERT_EQ(static_cast<uint8_t>(io.output_[i]), uint8_t(Pattern(i) + 1)) << "byte " << i;
+    }
+  }
+}
+
 TEST_P(StreamTest, DataMuchLargerThanTheRing) {
   // 64 MiB through a 256 KiB ring (4 x 64 KiB) on each side.
   auto s = Open(ChecksumLayout(64 << 10, 4));

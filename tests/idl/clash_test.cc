@@ -84,5 +84,43 @@ TEST(Clash, DistinctNamesAreFine) {
                                 "  - name: T\n    routines:\n" + R("Add", 3))));
 }
 
+// Streams (docs/idl.md "Streams"): a stream is an argument of RCall::Invoke,
+// and the streaming overloads add names of their own.
+TEST(Clash, StreamParameters) {
+  const auto streaming = [](std::string_view routine, std::string_view stream) {
+    return "      - {name: " + std::string(routine) + ", code: 1, params: [{name: " +
+           std::string(stream) +
+           ", type: u8, direction: in, stream: {chunk: 8, window: 2}}, {name: o, type: u8, "
+           "size: 1, direction: out}]}\n";
+  };
+  // Invoke(StreamSource<uint8_t>& lease_, ...) would hide the member it uses.
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + streaming("R", "lease_")),
+                    "parameter 'lease_' of 'R' generates 'lease_' (argument of "
+                    "SClient::RCall::Invoke), which hides the generated 'lease_'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + streaming("R", "deadline")),
+                    "generates 'deadline'"));
+  // Accepted: a stream has no accessor, so names that only clash with one are fine.
+  EXPECT_TRUE(Accepted(Services("  - name: S\n    routines:\n" + streaming("R", "Invoke2"))));
+}
+
+TEST(Clash, PackedStreamingMocks) {
+  // 14 parameters: the mocks take tuples, RArgs and (with streams) RStreamArgs.
+  const auto wide = [](std::string_view name, int code, bool stream) {
+    std::string p;
+    for (int i = 0; i < 13; ++i) {
+      p += "{name: a" + std::to_string(i) + ", type: u8, size: 1, direction: in}, ";
+    }
+    p += stream ? "{name: o, type: u8, direction: out, stream: {chunk: 8, window: 2}}"
+                : "{name: o, type: u8, size: 1, direction: out}";
+    return "      - {name: " + std::string(name) + ", code: " + std::to_string(code) +
+           ", params: [" + p + "]}\n";
+  };
+  EXPECT_TRUE(Accepted(Services("  - name: S\n    routines:\n" + wide("R", 1, true))));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + wide("R", 1, true) +
+                             wide("RStream", 2, false)),
+                    "routine 'RStream' generates 'RStreamArgs' (argument tuple type of "
+                    "MockSClient), which routine 'R' at line 5 also generates"));
+}
+
 }  // namespace
 }  // namespace naarpc::idl::testing

@@ -227,12 +227,16 @@ def make_idl(g, case, limit):
                 if n == 1:
                     direction = "inout"
                 t = g.pick(TYPES)
-                if g.chance(0.5):
+                stream = direction != "inout" and g.chance(0.15)
+                if stream:  # docs/idl.md "Streams": no size, chunk and window
+                    size = "stream: {chunk: %d, window: %d}" % (
+                        g.pick([1, 3, 64, 4096]), g.pick([1, 2, 3]))
+                elif g.chance(0.5):
                     size = "size: %d" % g.pick([1, 1, 2, 4, 16])
                 else:
                     size = "max: %d" % g.pick([1, 3, 8, 100])
                 extra = ""
-                if direction == "in" and g.chance(0.1):
+                if direction == "in" and not stream and g.chance(0.1):
                     extra += ", single_send: true"
                 if g.chance(0.2):
                     extra += ", doc: " + json.dumps(g.doc(), ensure_ascii=False)
@@ -372,11 +376,12 @@ def main(argv):
                       enumerate(batches)))
     failed = [c for c in cases if c.problem]
     widest = max((c.text.count("direction:") for c in accepted), default=0)
+    streams = sum(c.text.count("stream:") for c in accepted)
     print("generator_fuzz: %d accepted (compiled), %d rejected at a line, %d failed; "
-          "most parameters in an accepted file: %d"
+          "most parameters in an accepted file: %d; stream parameters in accepted files: %d"
           % (len(accepted) - len([c for c in failed if c.accepted]),
              len(cases) - len(accepted) - len([c for c in failed if not c.accepted]),
-             len(failed), widest))
+             len(failed), widest, streams))
     for c in failed[:5]:
         print("\n==== case %d (seed %d) ====\n%s\n---- IDL ----\n%s"
               % (c.index, seed, c.problem, c.text[:6000]))

@@ -236,7 +236,7 @@ TEST(Load, MissingAndUnknownFields) {
                                                           "{name: out, type: f32, size: 4, direction: out, color: red}")));
   EXPECT_TRUE(HasError(text, 8, 13, "services[0].routines[0].params[0].direction", "required field is missing"));
   EXPECT_TRUE(HasError(text, 9, 61, "services[0].routines[0].params[1].color",
-                       "unknown field (allowed: name, type, size, max, direction, single_send, doc)"));
+                       "unknown field (allowed: name, type, size, max, direction, single_send, stream, doc)"));
   EXPECT_TRUE(HasError("services: []\n", 1, 1, "package", "required field is missing"));
   EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, direction: in}",
                                                       "{name: out, type: f32, size: 4, direciton: out}"))),
@@ -386,6 +386,156 @@ TEST(Load, TheIrCanBeWalked) {
   EXPECT_EQ(r->internals[0].naa_address, 0x1000u);
   EXPECT_EQ(r->total_bytes(), 40u + 8 + 6);
   EXPECT_EQ(r->region_count(), 3u);
+}
+
+// ----- Streams (docs/idl.md "Streams", docs/protocol.md 15)
+
+// "          - {name: data, type: u8, direction: in, stream: {...}}" and an
+// ordinary output: the stream parameter is on line 8, the output on line 9.
+std::string StreamIn(std::string_view stream_param,
+                     std::string_view out = "{name: out, type: u64, size: 4, direction: out}") {
+  return Params(stream_param, out);
+}
+
+TEST(LoadStreams, InputAndOutputStreamsAndTheirIr) {
+  Result<IdlFile> idl = LoadFromString(
+      Idl(Routine("Scale", "1",
+                  "          - {name: factor, type: f32, size: 1, direction: in}\n"
+                  "          - {name: data, type: f32, direction: in, stream: {chunk: 1024, window: 4}}\n"
+                  "          - {name: n, type: u64, size: 1, direction: out}\n"
+                  "          - {name: out, type: f64, direction: out, stream: {chunk: 0x10, window: 58}}\n")),
+      testing::kPath);
+  ASSERT_TRUE(idl.ok()) << idl.status().message();
+  const idl::Routine& r = idl->services[0].routines[0];
+  EXPECT_TRUE(r.has_streams());
+  EXPECT_EQ(r.stream_count(), 2u);
+  EXPECT_EQ(r.region_count(), 4u);  // a stream is one MRSP entry
+  const Param& data = r.params[1];
+  ASSERT_TRUE(data.is_stream());
+  EXPECT_EQ(data.stream->chunk, 1024u);
+  EXPECT_EQ(data.stream->window, 4u);
+  EXPECT_EQ(data.stream->index, 0u);
+  EXPECT_EQ(data.stream->location, (Location{9, 60}));
+  EXPECT_FALSE(data.scalar());
+  EXPECT_FALSE(data.variable);
+  EXPECT_EQ(data.chunk_bytes(), 4096u);
+  EXPECT_EQ(data.region_bytes(), 4u * 4096);  // the ring
+  EXPECT_EQ(data.expected_flags(), 0x15);
+  EXPECT_EQ(data.cpp.client_type, "std::span<const float>");
+  EXPECT_EQ(data.cpp.stream_client_type, "naarpc::codegen::StreamSource<float>&");
+  EXPECT_EQ(data.cpp.kernel_type, "naarpc::codegen::StreamReader<float>&");
+  EXPECT_EQ(data.cpp.accessor, "");  // no buffer in the zero-copy call
+  const Param& out = r.params[3];
+  EXPECT_EQ(out.stream->index, 1u);
+  EXPECT_EQ(out.chunk_bytes(), 128u);
+  EXPECT_EQ(out.expected_flags(), 0x19);
+  EXPECT_EQ(out.cpp.client_type, "std::vector<double>*");
+  EXPECT_EQ(out.cpp.stream_client_type, "naarpc::codegen::StreamSink<double>&");
+  EXPECT_EQ(out.cpp.kernel_type, "naarpc::codegen::StreamWriter<double>&");
+  // NaaCall::params holds the non-stream parameters only.
+  EXPECT_EQ(r.params[0].naa_index, 0u);
+  EXPECT_EQ(r.params[2].naa_index, 1u);
+  EXPECT_EQ(r.total_bytes(), 4u + 4 * 4096 + 8 + 58 * 128);
+}
+
+TEST(LoadStreams, StreamsAloneAreInputAndOutput) {
+  EXPECT_TRUE(Accepted(Idl(Routine(
+      "Copy", "1",
+      StreamIn("{name: a, type: u8, direction: in, stream: {chunk: 1, window: 1}}",
+               "{name: b, type: u8, direction: out, stream: {chunk: 8388608, window: 61}}")))));
+}
+
+TEST(LoadStreams, InoutIsNotAStream) {
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: inout, stream: {chunk: 8, window: 2}}"))),
+      8, 44, "services[0].routines[0].params[0].direction",
+      "stream parameter 'd' is inout; a stream is an input or an output"));
+}
+
+TEST(LoadStreams, NoSizeOrMax) {
+  const std::string text = Idl(Routine(
+      "R", "1",
+      StreamIn("{name: d, type: u8, size: 4, direction: in, stream: {chunk: 8, window: 2}}",
+               "{name: o, type: u8, max: 4, direction: out, stream: {chunk: 8, window: 2}}")));
+  EXPECT_EQ(ErrorCount(text), 2);
+  EXPECT_TRUE(HasError(text, 8, 39, "services[0].routines[0].params[0].size",
+                       "stream parameter 'd' has no 'size': its length is open"));
+  EXPECT_TRUE(HasError(text, 9, 38, "services[0].routines[0].params[1].max",
+                       "stream parameter 'o' has no 'max'"));
+}
+
+TEST(LoadStreams, WindowLimits) {
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8, window: 0}}"))),
+      8, 75, "services[0].routines[0].params[0].stream.window", "0 is below the minimum 1"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8, window: 65}}"))),
+      8, 75, "services[0].routines[0].params[0].stream.window", "65 is above the maximum 64"));
+  EXPECT_TRUE(Accepted(Idl(Routine(
+      "R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8, window: 62}}")))));
+}
+
+TEST(LoadStreams, WindowsOfARoutineAddUpToAtMost62) {
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1",
+                  StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8, window: 40}}",
+                           "{name: e, type: u8, direction: out, stream: {chunk: 8, window: 23}}"))),
+      8, 11, "services[0].routines[0].params",
+      "the windows of the streams of routine 'R' add up to 63 = 40 (d) + 23 (e); at most 62"));
+}
+
+TEST(LoadStreams, ChunkLimits) {
+  // 8 MiB per chunk at most, in bytes: 1048576 u64 elements are fine, one more is not.
+  EXPECT_TRUE(Accepted(Idl(Routine(
+      "R", "1", StreamIn("{name: d, type: u64, direction: in, stream: {chunk: 1048576, window: 1}}")))));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u64, direction: in, stream: {chunk: 1048577, window: 1}}"))),
+      8, 65, "services[0].routines[0].params[0].stream.chunk",
+      "stream 'd' has chunks of 8388616 bytes; a chunk is limited to 8388608 bytes"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u64, direction: in, stream: {chunk: 0, window: 1}}"))),
+      8, 65, "services[0].routines[0].params[0].stream.chunk", "0 is below the minimum 1"));
+}
+
+TEST(LoadStreams, SchemaOfTheStreamMapping) {
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8}}"))),
+      8, 56, "services[0].routines[0].params[0].stream.window", "required field is missing"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: 8, window: 2, depth: 3}}"))),
+      8, 78, "services[0].routines[0].params[0].stream.depth",
+      "unknown field (allowed: chunk, window)"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: 4096}"))),
+      8, 56, "services[0].routines[0].params[0].stream",
+      "expected a mapping (the fields of a stream), got"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, stream: {chunk: \"8\", window: 2}}"))),
+      8, 64, "services[0].routines[0].params[0].stream.chunk", "remove the quotes"));
+}
+
+TEST(LoadStreams, NotSingleSend) {
+  EXPECT_TRUE(HasError(
+      Idl(Routine("R", "1", StreamIn("{name: d, type: u8, direction: in, single_send: true, stream: {chunk: 8, window: 2}}"))),
+      8, 61, "services[0].routines[0].params[0].single_send", "a stream cannot be single_send"));
+}
+
+TEST(LoadStreams, AtMost32Streams) {
+  std::string p;
+  for (int i = 0; i < 33; ++i) {
+    p += "          - {name: s" + std::to_string(i) +
+         ", type: u8, direction: in, stream: {chunk: 8, window: 1}}\n";
+  }
+  p += "          - {name: out, type: u8, size: 1, direction: out}\n";
+  EXPECT_TRUE(HasError(Idl(Routine("R", "1", p)), 8, 11, "services[0].routines[0].params",
+                       "routine 'R' has 33 stream parameters; at most 32"));
+}
+
+TEST(LoadStreams, ChunkAndWindowErrorsAreAllReported) {
+  const std::string text = Idl(Routine(
+      "R", "1",
+      StreamIn("{name: d, type: u8, direction: inout, size: 2, stream: {chunk: 0, window: 99}}")));
+  EXPECT_EQ(ErrorCount(text), 4);
 }
 
 }  // namespace

@@ -755,4 +755,797 @@ uint8_t SecondService::HandlePing(naarpc::NaaCall& call) {
   return static_cast<uint8_t>(naarpc_status);
 }
 
+// ===== Streamer: status codes =========================================
+
+std::string_view StreamerErrorName(uint8_t status) {
+  switch (status) {
+    case 0x00: return "OK";
+    default: return naarpc::codegen::StandardStatusName(status);
+  }
+}
+
+std::optional<StreamerError> StreamerErrorFromStatus(const naarpc::Status& status) {
+  if (status.code() != naarpc::StatusCode::kNaaError || !status.wire_code().has_value()) {
+    return std::nullopt;
+  }
+  switch (*status.wire_code()) {
+    default: return std::nullopt;
+  }
+}
+
+// ===== Streamer: client ===============================================
+namespace {
+
+std::vector<naarpc::RegionSpec> StreamerDigestRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(3);
+  regions.push_back({.name = "seed",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 4});
+  regions.push_back({.name = "data",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 16384,
+                     .stream = {.chunk_size = 4096, .window = 4}});
+  regions.push_back({.name = "sum",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 8});
+  return regions;
+}
+
+std::vector<naarpc::RegionSpec> StreamerConvertRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(2);
+  regions.push_back({.name = "src",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 14,
+                     .stream = {.chunk_size = 14, .window = 1}});
+  regions.push_back({.name = "dst",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 2440,
+                     .stream = {.chunk_size = 40, .window = 61}});
+  return regions;
+}
+
+std::vector<naarpc::RegionSpec> StreamerWideRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(14);
+  regions.push_back({.name = "a0",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a1",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a2",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a3",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a4",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a5",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a6",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a7",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a8",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a9",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a10",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "a11",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 1});
+  regions.push_back({.name = "out",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 32,
+                     .stream = {.chunk_size = 16, .window = 2}});
+  regions.push_back({.name = "total",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 4});
+  return regions;
+}
+
+}  // namespace
+
+StreamerClient::StreamerClient(naarpc::Transport& transport, std::string host,
+                    uint16_t port, const naarpc::codegen::StubOptions& options)
+    : pool_digest_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Streamer.Digest", StreamerDigestRegions(),
+          options))
+    , pool_convert_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Streamer.Convert", StreamerConvertRegions(),
+          options))
+    , pool_wide_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Streamer.Wide", StreamerWideRegions(),
+          options))
+    , async_runner_(options.max_sessions_per_routine * 3)
+{}
+
+StreamerClient::~StreamerClient() = default;
+
+// ----- Digest
+
+naarpc::Result<StreamerClient::DigestCall> StreamerClient::NewDigestCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_digest_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return DigestCall(std::move(naarpc_lease).value());
+}
+
+std::span<uint32_t> StreamerClient::DigestCall::seed() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(0),
+      0, 1);
+}
+
+std::span<double> StreamerClient::DigestCall::sum() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(2),
+      0, 1);
+}
+
+naarpc::Status StreamerClient::DigestCall::Invoke(
+    naarpc::codegen::StreamSource<float>& data,
+    naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Streamer.Digest: the call's connection failed; start a new call with NewDigestCall()");
+  }
+  naarpc::CallOptions naarpc_options;
+  naarpc::codegen::StreamBindings naarpc_streams;
+  naarpc_streams.Bind(0, data);
+  naarpc_options.streams = &naarpc_streams;
+  naarpc::Status naarpc_status = lease_.Call(kDigestFunctionCode, deadline, naarpc_options);
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Streamer.Digest",
+        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+naarpc::Status StreamerClient::Digest(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  if (sum == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Digest: parameter 'sum' must not be null; nothing was sent");
+  }
+  auto naarpc_call = NewDigestCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  DigestCall& naarpc_c = *naarpc_call;
+  naarpc_c.seed()[0] = seed;
+  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(data, deadline));
+  *sum = naarpc_c.sum()[0];
+  return naarpc::Status::Ok();
+}
+
+// The whole of each input stream from a span, each output stream into a
+// vector (cleared first).
+naarpc::Status StreamerClient::Digest(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  naarpc::codegen::SpanSource<float> naarpc_s_data(data);
+  return Digest(seed, naarpc_s_data, sum, deadline);
+}
+
+std::future<naarpc::Status> StreamerClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this] {
+    return Digest(seed, data, sum, deadline);
+  });
+}
+
+void StreamerClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Digest(seed, data, sum, deadline);
+  }, std::move(done));
+}
+
+std::future<naarpc::Status> StreamerClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this, &data] {
+    return Digest(seed, data, sum, deadline);
+  });
+}
+
+void StreamerClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this, &data] {
+    return Digest(seed, data, sum, deadline);
+  }, std::move(done));
+}
+
+// ----- Convert
+
+naarpc::Result<StreamerClient::ConvertCall> StreamerClient::NewConvertCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_convert_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return ConvertCall(std::move(naarpc_lease).value());
+}
+
+naarpc::Status StreamerClient::ConvertCall::Invoke(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Streamer.Convert: the call's connection failed; start a new call with NewConvertCall()");
+  }
+  naarpc::CallOptions naarpc_options;
+  naarpc::codegen::StreamBindings naarpc_streams;
+  naarpc_streams.Bind(0, src);
+  naarpc_streams.Bind(1, dst);
+  naarpc_options.streams = &naarpc_streams;
+  naarpc::Status naarpc_status = lease_.Call(kConvertFunctionCode, deadline, naarpc_options);
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Streamer.Convert",
+        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+naarpc::Status StreamerClient::Convert(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  auto naarpc_call = NewConvertCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  ConvertCall& naarpc_c = *naarpc_call;
+  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(src, dst, deadline));
+  return naarpc::Status::Ok();
+}
+
+// The whole of each input stream from a span, each output stream into a
+// vector (cleared first).
+naarpc::Status StreamerClient::Convert(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  if (dst == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Convert: parameter 'dst' must not be null; nothing was sent");
+  }
+  naarpc::codegen::SpanSource<uint16_t> naarpc_s_src(src);
+  dst->clear();
+  naarpc::codegen::VectorSink<int64_t> naarpc_s_dst(dst);
+  return Convert(naarpc_s_src, naarpc_s_dst, deadline);
+}
+
+std::future<naarpc::Status> StreamerClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this] {
+    return Convert(src, dst, deadline);
+  });
+}
+
+void StreamerClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Convert(src, dst, deadline);
+  }, std::move(done));
+}
+
+std::future<naarpc::Status> StreamerClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this, &src, &dst] {
+    return Convert(src, dst, deadline);
+  });
+}
+
+void StreamerClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this, &src, &dst] {
+    return Convert(src, dst, deadline);
+  }, std::move(done));
+}
+
+// ----- Wide
+
+naarpc::Result<StreamerClient::WideCall> StreamerClient::NewWideCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_wide_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return WideCall(std::move(naarpc_lease).value());
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a0() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(0),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a1() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(1),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a2() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(2),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a3() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(3),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a4() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(4),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a5() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(5),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a6() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(6),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a7() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(7),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a8() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(8),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a9() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(9),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a10() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(10),
+      0, 1);
+}
+
+std::span<uint8_t> StreamerClient::WideCall::a11() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(11),
+      0, 1);
+}
+
+std::span<uint32_t> StreamerClient::WideCall::total() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(13),
+      0, 1);
+}
+
+naarpc::Status StreamerClient::WideCall::Invoke(
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Streamer.Wide: the call's connection failed; start a new call with NewWideCall()");
+  }
+  naarpc::CallOptions naarpc_options;
+  naarpc::codegen::StreamBindings naarpc_streams;
+  naarpc_streams.Bind(0, out);
+  naarpc_options.streams = &naarpc_streams;
+  naarpc::Status naarpc_status = lease_.Call(kWideFunctionCode, deadline, naarpc_options);
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Streamer.Wide",
+        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+naarpc::Status StreamerClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  if (total == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'total' must not be null; nothing was sent");
+  }
+  auto naarpc_call = NewWideCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  WideCall& naarpc_c = *naarpc_call;
+  naarpc_c.a0()[0] = a0;
+  naarpc_c.a1()[0] = a1;
+  naarpc_c.a2()[0] = a2;
+  naarpc_c.a3()[0] = a3;
+  naarpc_c.a4()[0] = a4;
+  naarpc_c.a5()[0] = a5;
+  naarpc_c.a6()[0] = a6;
+  naarpc_c.a7()[0] = a7;
+  naarpc_c.a8()[0] = a8;
+  naarpc_c.a9()[0] = a9;
+  naarpc_c.a10()[0] = a10;
+  naarpc_c.a11()[0] = a11;
+  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(out, deadline));
+  *total = naarpc_c.total()[0];
+  return naarpc::Status::Ok();
+}
+
+// The whole of each input stream from a span, each output stream into a
+// vector (cleared first).
+naarpc::Status StreamerClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  if (out == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'out' must not be null; nothing was sent");
+  }
+  out->clear();
+  naarpc::codegen::VectorSink<uint8_t> naarpc_s_out(out);
+  return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, naarpc_s_out, total, deadline);
+}
+
+std::future<naarpc::Status> StreamerClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this] {
+    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
+  });
+}
+
+void StreamerClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this] {
+    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
+  }, std::move(done));
+}
+
+std::future<naarpc::Status> StreamerClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return async_runner_.Run([=, this, &out] {
+    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
+  });
+}
+
+void StreamerClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  async_runner_.Run([=, this, &out] {
+    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
+  }, std::move(done));
+}
+
+// ===== Streamer: software-NAA skeleton ================================
+
+std::span<const uint8_t> StreamerService::function_codes() const {
+  static constexpr uint8_t kCodes[] = {2, 3, 4};
+  return kCodes;
+}
+
+std::chrono::milliseconds StreamerService::KernelTimeout(uint8_t function_code) const {
+  switch (function_code) {
+    case 2: return kDigestTimeout;
+    case 3: return kConvertTimeout;
+    case 4: return kWideTimeout;
+    default: return std::chrono::milliseconds::zero();
+  }
+}
+
+uint8_t StreamerService::Handle(naarpc::NaaCall& call) {
+  try {
+    switch (call.function_code) {
+      case 2: return HandleDigest(call);
+      case 3: return HandleConvert(call);
+      case 4: return HandleWide(call);
+      default: return naarpc::kNaaStatusUnknownFunction;
+    }
+  } catch (...) {
+    return naarpc::kNaaStatusKernelFailed;
+  }
+}
+
+// Digest: 2 parameter region(s), 0 internal, 1 stream(s).
+uint8_t StreamerService::HandleDigest(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 2 || call.internal.size() != 0 ||
+      call.streams.size() != 1) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (naarpc_p[0].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].data.size() != 8) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.streams[0]->is_input() != true ||
+      call.streams[0]->chunk_size() != 4096 ||
+      call.streams[0]->window() != 4) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.dialect == naarpc::Dialect::kReference) {
+    // Reference dialect: the MRSP flags must match the IDL directions.
+    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
+  }
+  const auto naarpc_v_seed = naarpc::codegen::TypedView<uint32_t>(naarpc_p[0].data, 0, 1);
+  const auto naarpc_v_sum = naarpc::codegen::TypedView<double>(naarpc_p[1].data, 0, 1);
+  if (naarpc_v_seed.empty() ||
+      naarpc_v_sum.empty()) {
+    return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
+  }
+  naarpc::codegen::StreamReader<float> naarpc_s_data(*call.streams[0]);
+  const StreamerError naarpc_status = Digest(
+      call,
+      naarpc_v_seed[0],
+      naarpc_s_data,
+      naarpc_v_sum[0]);
+  if (!naarpc_s_data.error().ok()) {  // whatever the kernel returned
+    call.failure_detail = "Streamer.Digest: stream 'data': " + naarpc_s_data.error().ToString();
+    return naarpc_s_data.malformed() ? naarpc::kNaaStatusBadRegionLayout : naarpc::kNaaStatusKernelFailed;
+  }
+  naarpc_p[1].reply_length = 8;
+  return static_cast<uint8_t>(naarpc_status);
+}
+
+// Convert: 0 parameter region(s), 0 internal, 2 stream(s).
+uint8_t StreamerService::HandleConvert(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 0 || call.internal.size() != 0 ||
+      call.streams.size() != 2) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (call.streams[0]->is_input() != true ||
+      call.streams[0]->chunk_size() != 14 ||
+      call.streams[0]->window() != 1) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (call.streams[1]->is_input() != false ||
+      call.streams[1]->chunk_size() != 40 ||
+      call.streams[1]->window() != 61) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  naarpc::codegen::StreamReader<uint16_t> naarpc_s_src(*call.streams[0]);
+  naarpc::codegen::StreamWriter<int64_t> naarpc_s_dst(*call.streams[1]);
+  const StreamerError naarpc_status = Convert(
+      call,
+      naarpc_s_src,
+      naarpc_s_dst);
+  if (!naarpc_s_src.error().ok()) {  // whatever the kernel returned
+    call.failure_detail = "Streamer.Convert: stream 'src': " + naarpc_s_src.error().ToString();
+    return naarpc_s_src.malformed() ? naarpc::kNaaStatusBadRegionLayout : naarpc::kNaaStatusKernelFailed;
+  }
+  if (!naarpc_s_dst.error().ok()) {  // whatever the kernel returned
+    call.failure_detail = "Streamer.Convert: stream 'dst': " + naarpc_s_dst.error().ToString();
+    return naarpc::kNaaStatusKernelFailed;
+  }
+  return static_cast<uint8_t>(naarpc_status);
+}
+
+// Wide: 13 parameter region(s), 0 internal, 1 stream(s).
+uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 13 || call.internal.size() != 0 ||
+      call.streams.size() != 1) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (naarpc_p[0].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[2].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[3].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[4].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[5].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[6].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[7].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[8].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[9].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[10].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[11].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[12].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.streams[0]->is_input() != false ||
+      call.streams[0]->chunk_size() != 16 ||
+      call.streams[0]->window() != 2) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[2].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[3].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[4].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[5].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[6].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[7].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[8].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[9].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[10].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[11].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[12].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.dialect == naarpc::Dialect::kReference) {
+    // Reference dialect: the MRSP flags must match the IDL directions.
+    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[1].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[2].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[3].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[4].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[5].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[6].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[7].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[8].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[9].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[10].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[11].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[12].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
+  }
+  const auto naarpc_v_a0 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[0].data, 0, 1);
+  const auto naarpc_v_a1 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[1].data, 0, 1);
+  const auto naarpc_v_a2 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[2].data, 0, 1);
+  const auto naarpc_v_a3 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[3].data, 0, 1);
+  const auto naarpc_v_a4 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[4].data, 0, 1);
+  const auto naarpc_v_a5 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[5].data, 0, 1);
+  const auto naarpc_v_a6 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[6].data, 0, 1);
+  const auto naarpc_v_a7 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[7].data, 0, 1);
+  const auto naarpc_v_a8 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[8].data, 0, 1);
+  const auto naarpc_v_a9 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[9].data, 0, 1);
+  const auto naarpc_v_a10 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[10].data, 0, 1);
+  const auto naarpc_v_a11 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[11].data, 0, 1);
+  const auto naarpc_v_total = naarpc::codegen::TypedView<uint32_t>(naarpc_p[12].data, 0, 1);
+  if (naarpc_v_a0.empty() ||
+      naarpc_v_a1.empty() ||
+      naarpc_v_a2.empty() ||
+      naarpc_v_a3.empty() ||
+      naarpc_v_a4.empty() ||
+      naarpc_v_a5.empty() ||
+      naarpc_v_a6.empty() ||
+      naarpc_v_a7.empty() ||
+      naarpc_v_a8.empty() ||
+      naarpc_v_a9.empty() ||
+      naarpc_v_a10.empty() ||
+      naarpc_v_a11.empty() ||
+      naarpc_v_total.empty()) {
+    return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
+  }
+  naarpc::codegen::StreamWriter<uint8_t> naarpc_s_out(*call.streams[0]);
+  const StreamerError naarpc_status = Wide(
+      call,
+      naarpc_v_a0[0],
+      naarpc_v_a1[0],
+      naarpc_v_a2[0],
+      naarpc_v_a3[0],
+      naarpc_v_a4[0],
+      naarpc_v_a5[0],
+      naarpc_v_a6[0],
+      naarpc_v_a7[0],
+      naarpc_v_a8[0],
+      naarpc_v_a9[0],
+      naarpc_v_a10[0],
+      naarpc_v_a11[0],
+      naarpc_s_out,
+      naarpc_v_total[0]);
+  if (!naarpc_s_out.error().ok()) {  // whatever the kernel returned
+    call.failure_detail = "Streamer.Wide: stream 'out': " + naarpc_s_out.error().ToString();
+    return naarpc::kNaaStatusKernelFailed;
+  }
+  naarpc_p[12].reply_length = 4;
+  return static_cast<uint8_t>(naarpc_status);
+}
+
 }  // namespace naarpc::testing::golden

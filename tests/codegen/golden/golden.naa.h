@@ -452,6 +452,598 @@ class SecondService : public naarpc::codegen::ServiceHandler {
   uint8_t HandlePing(naarpc::NaaCall& call);
 };
 
+// ===== Streamer: status codes =========================================
+// Stream parameters (docs/protocol.md 15, docs/streams.md).
+// Statuses a Streamer routine returns: 0 success, application errors
+// 0x10..0x7f from the IDL. (0x01..0x0f are the runtime's, see ErrorName.)
+enum class StreamerError : uint8_t {
+  kOk = 0x00,
+};
+
+// The name of an NAA status as declared in the IDL ("DIVISION_BY_ZERO"), of a
+// standard status ("KERNEL_TIMEOUT"), "OK" for 0, or "" if unknown.
+std::string_view StreamerErrorName(uint8_t status);
+
+// The application error a failed call returned (kNaaError with a status
+// declared in the IDL), else nullopt.
+std::optional<StreamerError> StreamerErrorFromStatus(const naarpc::Status& status);
+
+// ===== Streamer: client ===============================================
+// Typed stubs. Every method checks the sizes of its arguments first (nothing
+// is sent on kInvalidArgument); a non-zero NAA status comes back as
+// kNaaError whose wire_code() is the status and whose message names it.
+class StreamerClientInterface {
+ public:
+  static constexpr uint8_t kDigestFunctionCode = 2;
+  static constexpr std::chrono::milliseconds kDigestDefaultDeadline{11000};
+  static constexpr uint8_t kConvertFunctionCode = 3;
+  static constexpr std::chrono::milliseconds kConvertDefaultDeadline{11000};
+  static constexpr uint8_t kWideFunctionCode = 4;
+  static constexpr std::chrono::milliseconds kWideDefaultDeadline{11000};
+
+  virtual ~StreamerClientInterface() = default;
+
+  // Digest (function code 2): An input stream next to ordinary parameters.
+  //   seed: in, 1 x u32
+  //   data: in stream, chunks of 1024 x f32, window 4; the samples
+  //   sum: out, 1 x f64
+  virtual naarpc::Status Digest(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+  // Asynchronous Digest: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+  // Digest streaming: each input stream is read from its source and
+  // each output stream written to its sink, chunk by chunk, while the call
+  // runs (the forms above stream a whole span and collect into a vector).
+  // The deadline covers the whole call.
+  virtual naarpc::Status Digest(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+  // Sources and sinks are called on a client thread and must stay valid
+  // until the future is ready (or `done` has run).
+  [[nodiscard]] virtual std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+  virtual void DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
+
+  // Convert (function code 3): Streams only, in and out.
+  //   src: in stream, chunks of 7 x u16, window 1
+  //   dst: out stream, chunks of 5 x i64, window 61
+  virtual naarpc::Status Convert(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+  // Asynchronous Convert: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+  // Convert streaming: each input stream is read from its source and
+  // each output stream written to its sink, chunk by chunk, while the call
+  // runs (the forms above stream a whole span and collect into a vector).
+  // The deadline covers the whole call.
+  virtual naarpc::Status Convert(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+  // Sources and sinks are called on a client thread and must stay valid
+  // until the future is ready (or `done` has run).
+  [[nodiscard]] virtual std::future<naarpc::Status> ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+  virtual void ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
+
+  // Wide (function code 4): Mocked with packed arguments (14 parameters), a stream among them.
+  //   a0: in, 1 x u8
+  //   a1: in, 1 x u8
+  //   a2: in, 1 x u8
+  //   a3: in, 1 x u8
+  //   a4: in, 1 x u8
+  //   a5: in, 1 x u8
+  //   a6: in, 1 x u8
+  //   a7: in, 1 x u8
+  //   a8: in, 1 x u8
+  //   a9: in, 1 x u8
+  //   a10: in, 1 x u8
+  //   a11: in, 1 x u8
+  //   out: out stream, chunks of 16 x u8, window 2
+  //   total: out, 1 x u32
+  virtual naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+  // Asynchronous Wide: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
+  // the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+  // The same, calling `done` with the status (on a client thread).
+  virtual void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+  // Wide streaming: each input stream is read from its source and
+  // each output stream written to its sink, chunk by chunk, while the call
+  // runs (the forms above stream a whole span and collect into a vector).
+  // The deadline covers the whole call.
+  virtual naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+  // Sources and sinks are called on a client thread and must stay valid
+  // until the future is ready (or `done` has run).
+  [[nodiscard]] virtual std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+  virtual void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
+};
+
+// Talks to one NAA (host:port) serving Streamer: one connection (MRSP,
+// region layout) per routine and call in flight, opened on first use and
+// reopened after a failure. Thread-safe. Destroying the client waits for
+// its asynchronous calls; a zero-copy call object may outlive it.
+class StreamerClient final : public StreamerClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client.
+  StreamerClient(naarpc::Transport& transport, std::string host, uint16_t port,
+              const naarpc::codegen::StubOptions& options = {});
+  ~StreamerClient() override;
+  StreamerClient(const StreamerClient&) = delete;
+  StreamerClient& operator=(const StreamerClient&) = delete;
+
+  naarpc::Status Digest(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  naarpc::Status Digest(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+
+  // Zero-copy Digest: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Streams have no buffer here: Invoke() takes a source or sink for each.
+  // Holds one connection of the routine until destroyed; reusable.
+  class DigestCall {
+   public:
+    // seed: in, 1 x u32.
+    std::span<uint32_t> seed() const;
+    // sum: out, 1 x f64.
+    std::span<double> sum() const;
+    naarpc::Status Invoke(
+        naarpc::codegen::StreamSource<float>& data,
+        naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline));
+
+   private:
+    friend class StreamerClient;
+    explicit DigestCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Digest (connecting if needed).
+  naarpc::Result<DigestCall> NewDigestCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline));
+
+  naarpc::Status Convert(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  naarpc::Status Convert(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+
+  // Zero-copy Convert: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Streams have no buffer here: Invoke() takes a source or sink for each.
+  // Holds one connection of the routine until destroyed; reusable.
+  class ConvertCall {
+   public:
+    naarpc::Status Invoke(
+        naarpc::codegen::StreamSource<uint16_t>& src,
+        naarpc::codegen::StreamSink<int64_t>& dst,
+        naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline));
+
+   private:
+    friend class StreamerClient;
+    explicit ConvertCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Convert (connecting if needed).
+  naarpc::Result<ConvertCall> NewConvertCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline));
+
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+
+  // Zero-copy Wide: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Streams have no buffer here: Invoke() takes a source or sink for each.
+  // Holds one connection of the routine until destroyed; reusable.
+  class WideCall {
+   public:
+    // a0: in, 1 x u8.
+    std::span<uint8_t> a0() const;
+    // a1: in, 1 x u8.
+    std::span<uint8_t> a1() const;
+    // a2: in, 1 x u8.
+    std::span<uint8_t> a2() const;
+    // a3: in, 1 x u8.
+    std::span<uint8_t> a3() const;
+    // a4: in, 1 x u8.
+    std::span<uint8_t> a4() const;
+    // a5: in, 1 x u8.
+    std::span<uint8_t> a5() const;
+    // a6: in, 1 x u8.
+    std::span<uint8_t> a6() const;
+    // a7: in, 1 x u8.
+    std::span<uint8_t> a7() const;
+    // a8: in, 1 x u8.
+    std::span<uint8_t> a8() const;
+    // a9: in, 1 x u8.
+    std::span<uint8_t> a9() const;
+    // a10: in, 1 x u8.
+    std::span<uint8_t> a10() const;
+    // a11: in, 1 x u8.
+    std::span<uint8_t> a11() const;
+    // total: out, 1 x u32.
+    std::span<uint32_t> total() const;
+    naarpc::Status Invoke(
+        naarpc::codegen::StreamSink<uint8_t>& out,
+        naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline));
+
+   private:
+    friend class StreamerClient;
+    explicit WideCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Wide (connecting if needed).
+  naarpc::Result<WideCall> NewWideCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline));
+
+ private:
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_digest_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_convert_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_wide_;
+  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
+};
+
+// ===== Streamer: software-NAA skeleton ================================
+// Derive, implement one kernel per routine, and serve it with
+// naarpc::NaaServer::Start(transport, host, port, service). Kernels run
+// concurrently for different connections. A kernel returns kOk or an
+// application error; an exception becomes status 0x05 (KERNEL_FAILED).
+// Handle() answers unknown function codes with 0x03 and region layouts that
+// do not match the routine with 0x04 before any kernel runs.
+class StreamerService : public naarpc::codegen::ServiceHandler {
+ public:
+  static constexpr std::chrono::milliseconds kDigestTimeout{10000};
+  static constexpr std::chrono::milliseconds kConvertTimeout{10000};
+  static constexpr std::chrono::milliseconds kWideTimeout{10000};
+
+  ~StreamerService() override = default;
+
+  // Digest (function code 2, timeout 10000 ms): An input stream next to ordinary parameters.
+  //   seed: in, 1 x u32
+  //   data: in stream, chunks of 1024 x f32, window 4; the samples
+  //   sum: out, 1 x f64
+  virtual StreamerError Digest(
+      const naarpc::NaaCall& call,
+      uint32_t seed,
+      naarpc::codegen::StreamReader<float>& data,
+      double& sum) = 0;
+
+  // Convert (function code 3, timeout 10000 ms): Streams only, in and out.
+  //   src: in stream, chunks of 7 x u16, window 1
+  //   dst: out stream, chunks of 5 x i64, window 61
+  virtual StreamerError Convert(
+      const naarpc::NaaCall& call,
+      naarpc::codegen::StreamReader<uint16_t>& src,
+      naarpc::codegen::StreamWriter<int64_t>& dst) = 0;
+
+  // Wide (function code 4, timeout 10000 ms): Mocked with packed arguments (14 parameters), a stream among them.
+  //   a0: in, 1 x u8
+  //   a1: in, 1 x u8
+  //   a2: in, 1 x u8
+  //   a3: in, 1 x u8
+  //   a4: in, 1 x u8
+  //   a5: in, 1 x u8
+  //   a6: in, 1 x u8
+  //   a7: in, 1 x u8
+  //   a8: in, 1 x u8
+  //   a9: in, 1 x u8
+  //   a10: in, 1 x u8
+  //   a11: in, 1 x u8
+  //   out: out stream, chunks of 16 x u8, window 2
+  //   total: out, 1 x u32
+  virtual StreamerError Wide(
+      const naarpc::NaaCall& call,
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamWriter<uint8_t>& out,
+      uint32_t& total) = 0;
+
+  uint8_t Handle(naarpc::NaaCall& call) final;
+  std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+  std::string_view service_name() const override { return "naarpc.testing.golden.Streamer"; }
+  std::span<const uint8_t> function_codes() const override;
+
+ private:
+  uint8_t HandleDigest(naarpc::NaaCall& call);
+  uint8_t HandleConvert(naarpc::NaaCall& call);
+  uint8_t HandleWide(naarpc::NaaCall& call);
+};
+
 }  // namespace naarpc::testing::golden
 
 #endif  // TESTS_CODEGEN_TESTDATA_GOLDEN_NAA_H_

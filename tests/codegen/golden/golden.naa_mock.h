@@ -50,6 +50,207 @@ class MockSecondClient : public SecondClientInterface {
               (override));
 };
 
+class MockStreamerClient : public StreamerClientInterface {
+ public:
+  MOCK_METHOD(naarpc::Status, Digest,
+              (uint32_t seed, std::span<const float> data, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, DigestAsync,
+              (uint32_t seed, std::span<const float> data, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, DigestAsync,
+              (uint32_t seed, std::span<const float> data, double* sum, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  // The streaming form of Digest (sources and sinks).
+  MOCK_METHOD(naarpc::Status, Digest,
+              (uint32_t seed, naarpc::codegen::StreamSource<float>& data, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, DigestAsync,
+              (uint32_t seed, naarpc::codegen::StreamSource<float>& data, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, DigestAsync,
+              (uint32_t seed, naarpc::codegen::StreamSource<float>& data, double* sum, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(naarpc::Status, Convert,
+              (std::span<const uint16_t> src, std::vector<int64_t>* dst, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, ConvertAsync,
+              (std::span<const uint16_t> src, std::vector<int64_t>* dst, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, ConvertAsync,
+              (std::span<const uint16_t> src, std::vector<int64_t>* dst, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  // The streaming form of Convert (sources and sinks).
+  MOCK_METHOD(naarpc::Status, Convert,
+              (naarpc::codegen::StreamSource<uint16_t>& src, naarpc::codegen::StreamSink<int64_t>& dst, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, ConvertAsync,
+              (naarpc::codegen::StreamSource<uint16_t>& src, naarpc::codegen::StreamSink<int64_t>& dst, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, ConvertAsync,
+              (naarpc::codegen::StreamSource<uint16_t>& src, naarpc::codegen::StreamSink<int64_t>& dst, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  // Wide has 14 parameters, more than gMock's MOCK_METHOD takes
+  // (15 arguments with `done` and the deadline): its mocks take the
+  // arguments as one WideArgs (the parameters, then the deadline), e.g.
+  // EXPECT_CALL(mock, Wide(_)).WillOnce([](WideArgs args) { ... });
+  using WideArgs = std::tuple<
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      std::vector<uint8_t>*,
+      uint32_t*,
+      naarpc::Deadline>;
+  MOCK_METHOD(naarpc::Status, Wide, (WideArgs args));
+  MOCK_METHOD(std::future<naarpc::Status>, WideAsync, (WideArgs args));
+  MOCK_METHOD(void, WideAsync,
+              (WideArgs args, std::function<void(naarpc::Status)> done));
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline) override {
+    return Wide(WideArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline));
+  }
+  std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline) override {
+    return WideAsync(WideArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline));
+  }
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline) override {
+    WideAsync(WideArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline), std::move(done));
+  }
+  // The streaming form of Wide, packed the same way.
+  using WideStreamArgs = std::tuple<
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      uint8_t,
+      naarpc::codegen::StreamSink<uint8_t>&,
+      uint32_t*,
+      naarpc::Deadline>;
+  MOCK_METHOD(naarpc::Status, Wide, (WideStreamArgs args));
+  MOCK_METHOD(std::future<naarpc::Status>, WideAsync, (WideStreamArgs args));
+  MOCK_METHOD(void, WideAsync,
+              (WideStreamArgs args, std::function<void(naarpc::Status)> done));
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline) override {
+    return Wide(WideStreamArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline));
+  }
+  std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline) override {
+    return WideAsync(WideStreamArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline));
+  }
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline) override {
+    WideAsync(WideStreamArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline), std::move(done));
+  }
+};
+
 }  // namespace naarpc::testing::golden
 
 #endif  // TESTS_CODEGEN_TESTDATA_GOLDEN_NAA_MOCK_H_

@@ -1,0 +1,389 @@
+// Streams through the generated API (docs/streams.md, docs/idl.md
+// "Streams"): generated clients (the span/vector form, sources and sinks,
+// the zero-copy call, async) against generated skeletons whose kernels read
+// and write the streams, on both transports and in both dialects. Every
+// element is checked.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "naarpc/naarpc.h"
+#include "services/stream/stream_service.h"
+#include "tests/e2e/stream_stubs.naa.h"
+#include "tests/testing/test_transport.h"
+
+namespace naarpc {
+namespace {
+
+namespace ops = services::stream;
+namespace sweep = testing::streams;
+
+constexpr auto kHangGuard = std::chrono::seconds(60);
+
+uint32_t Value(uint64_t i) { return static_cast<uint32_t>(i * 2654435761u + 17); }
+
+std::vector<uint32_t> Values(size_t n) {
+  std::vector<uint32_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = Value(i);
+  return v;
+}
+
+// Kernels of stream_stubs.naa.yaml.
+class SweepKernels final : public sweep::SweepService {
+ public:
+  sweep::SweepError SumW1(const NaaCall&, codegen::StreamReader<uint32_t>& data,
+                          std::span<uint64_t> result) override {
+    return Sum(data, result);
+  }
+  sweep::SweepError SumW2(const NaaCall&, codegen::StreamReader<uint32_t>& data,
+                          std::span<uint64_t> result) override {
+    return Sum(data, result);
+  }
+  sweep::SweepError SumW62(const NaaCall&, codegen::StreamReader<uint32_t>& data,
+                           std::span<uint64_t> result) override {
+    return Sum(data, result);
+  }
+  sweep::SweepError Echo(const NaaCall&, codegen::StreamReader<uint16_t>& data,
+                         codegen::StreamWriter<uint16_t>& out) override {
+    for (;;) {
+      auto chunk = data.Next();
+      if (!chunk.ok()) return {};  // the skeleton reports the stream's error
+      if (chunk->empty()) break;
+      if (!out.Write(*chunk).ok()) return {};
+    }
+    return out.Close().ok() ? sweep::SweepError::kOk : sweep::SweepError{};
+  }
+  sweep::SweepError Hold(const NaaCall&, codegen::StreamReader<uint8_t>& data,
+                         uint8_t& r) override {
+    (void)data.Next();
+    std::unique_lock<std::mutex> lock(mu_);
+    holding_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lock, kHangGuard, [this] { return released_; });
+    r = 1;
+    return sweep::SweepError::kOk;
+  }
+
+  bool WaitHolding() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kHangGuard, [this] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  static sweep::SweepError Sum(codegen::StreamReader<uint32_t>& data,
+                               std::span<uint64_t> result) {
+    uint64_t sum = 0, count = 0, chunks = 0;
+    for (;;) {
+      auto chunk = data.Next();  // in place, whole elements
+      if (!chunk.ok()) return {};
+      if (chunk->empty()) break;
+      for (uint32_t v : *chunk) {
+        if (v != Value(count)) return sweep::SweepError{0x20};  // out of order or overwritten
+        sum += v;
+        ++count;
+      }
+      ++chunks;
+    }
+    result[0] = sum;
+    result[1] = count;
+    result[2] = chunks;
+    return sweep::SweepError::kOk;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool holding_ = false;
+  bool released_ = false;
+};
+
+using Param = std::tuple<std::string, Dialect>;
+
+class StreamStubTest : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    tt_ = testing::MakeTestTransport(std::get<0>(GetParam()));
+    if (!tt_.transport) GTEST_SKIP() << tt_.unavailable;
+    auto handler = codegen::CompositeHandler::Create({&ops_kernels_, &sweep_kernels_});
+    ASSERT_TRUE(handler.ok()) << handler.status().ToString();
+    handler_ = std::move(*handler);
+    auto server = NaaServer::Start(*tt_.transport, tt_.address, 0, *handler_);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    codegen::StubOptions options;
+    options.session.dialect = std::get<1>(GetParam());
+    ops_ = std::make_unique<ops::StreamOpsClient>(*tt_.transport, tt_.address, server_->port(),
+                                                  options);
+    sweep_ = std::make_unique<sweep::SweepClient>(*tt_.transport, tt_.address, server_->port(),
+                                                  options);
+  }
+  void TearDown() override {
+    sweep_kernels_.Release();
+    ops_.reset();
+    sweep_.reset();
+    server_.reset();
+  }
+  static Deadline Guard() { return Deadline::After(kHangGuard); }
+
+  testing::TestTransport tt_;
+  ops::StreamOpsServiceImpl ops_kernels_;
+  SweepKernels sweep_kernels_;
+  std::unique_ptr<codegen::CompositeHandler> handler_;
+  std::unique_ptr<NaaServer> server_;
+  std::unique_ptr<ops::StreamOpsClient> ops_;
+  std::unique_ptr<sweep::SweepClient> sweep_;
+};
+
+TEST_P(StreamStubTest, EveryWindowAndChunkSizesThatDoAndDoNotDivideTheData) {
+  using Sum = Status (sweep::SweepClient::*)(std::span<const uint32_t>, std::span<uint64_t>,
+                                             Deadline);
+  struct Routine {
+    const char* name;
+    Sum sum;
+    size_t chunk;  // elements
+  };
+  for (const Routine& r : {Routine{"SumW1", &sweep::SweepClient::SumW1, 3},
+                           Routine{"SumW2", &sweep::SweepClient::SumW2, 5},
+                           Routine{"SumW62", &sweep::SweepClient::SumW62, 64}}) {
+    // Empty, shorter than a chunk, around one chunk, many chunks.
+    for (size_t n : {size_t{0}, size_t{1}, r.chunk - 1, r.chunk, r.chunk + 1, r.chunk * 10,
+                     r.chunk * 10 + 2, r.chunk * 200 + 1}) {
+      SCOPED_TRACE(std::string(r.name) + ", " + std::to_string(n) + " elements");
+      const std::vector<uint32_t> data = Values(n);
+      uint64_t result[3] = {9, 9, 9};
+      Status st = (sweep_.get()->*r.sum)(data, std::span<uint64_t>(result), Guard());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(result[0], std::accumulate(data.begin(), data.end(), uint64_t{0}));
+      EXPECT_EQ(result[1], n);
+      EXPECT_EQ(result[2], (n + r.chunk - 1) / r.chunk);  // chunks with data
+    }
+  }
+}
+
+TEST_P(StreamStubTest, TransformStreamsItsOutputBack) {
+  constexpr size_t kChunk = 16384;
+  for (size_t n : {size_t{0}, size_t{1}, kChunk, kChunk * 3 + 5}) {
+    SCOPED_TRACE(std::to_string(n) + " elements");
+    const std::vector<uint32_t> data = Values(n);
+    std::vector<uint32_t> out = {1, 2, 3};  // cleared by the stub
+    Status st = ops_->Transform(3, data, &out, Guard());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out.size(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], data[i] * 3 + 1) << i;
+  }
+}
+
+TEST_P(StreamStubTest, GeneratorSourceAndCallbackSink) {
+  // 10 chunks and a bit, produced on demand; output chunks arrive in order,
+  // `end` on the last.
+  constexpr uint64_t kTotal = 16384 * 10 + 77;
+  uint64_t produced = 0;
+  codegen::GeneratorSource<uint32_t> source([&](std::span<uint32_t> chunk) -> Result<size_t> {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk.size(), kTotal - produced));
+    for (size_t i = 0; i < n; ++i) chunk[i] = Value(produced + i);
+    produced += n;
+    return n;
+  });
+  uint64_t received = 0, chunks = 0, ends = 0;
+  bool in_order = true;
+  codegen::CallbackSink<uint32_t> sink([&](std::span<const uint32_t> chunk, bool end) {
+    for (uint32_t v : chunk) in_order &= v == Value(received++) * 5 + 1;
+    ++chunks;
+    ends += end;
+    return Status::Ok();
+  });
+  Status st = ops_->Transform(5, source, sink, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(produced, kTotal);
+  EXPECT_EQ(received, kTotal);
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(chunks, 11u);
+  EXPECT_EQ(ends, 1u);
+}
+
+TEST_P(StreamStubTest, RechunkedOutputWithWindowOne) {
+  // Echo: 7 elements a chunk in (window 1), 4 out (window 3).
+  for (size_t n : {size_t{0}, size_t{3}, size_t{4}, size_t{7}, size_t{28}, size_t{1001}}) {
+    SCOPED_TRACE(std::to_string(n) + " elements");
+    std::vector<uint16_t> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<uint16_t>(i * 31 + 1);
+    std::vector<uint16_t> out;
+    Status st = sweep_->Echo(data, &out, Guard());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(out, data);
+  }
+}
+
+TEST_P(StreamStubTest, ChecksumOfAFile) {
+  char path[] = "/tmp/naarpc_stream_stub_XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> bytes((1 << 20) + 3);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+  auto source = codegen::FileSource<uint8_t>::Open(path);
+  ::unlink(path);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  uint64_t digest[4] = {};
+  Status st = ops_->Checksum(*source, digest, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(digest[0], std::accumulate(bytes.begin(), bytes.end(), uint64_t{0}));
+  EXPECT_EQ(digest[1], bytes.size());
+  EXPECT_EQ(digest[2], bytes.size() / 65536 + 1);
+  EXPECT_EQ(digest[3], ops::Fnv1a(ops::kFnvOffset, bytes));
+}
+
+TEST(StreamSources, AFileThatEndsInsideAnElementIsAnError) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "abcdef", 6), 6);  // one u32 and a half
+  ::close(fds[1]);
+  codegen::FileSource<uint32_t> source(fds[0]);
+  uint32_t chunk[4];
+  Result<size_t> n = source.Read(chunk);
+  EXPECT_EQ(n.status().code(), StatusCode::kInvalidArgument) << n.status().ToString();
+  EXPECT_NE(n.status().message().find("ends inside an element"), std::string::npos);
+  ::close(fds[0]);
+}
+
+TEST_P(StreamStubTest, OutputOnlyStreamAndTheZeroCopyCall) {
+  for (uint64_t count : {uint64_t{0}, uint64_t{65536}, uint64_t{65536 * 2 + 7}}) {
+    SCOPED_TRACE(std::to_string(count) + " bytes");
+    std::vector<uint8_t> data;
+    Status st = ops_->Generate(count, &data, Guard());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(data.size(), count);
+    for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(data[i], ops::GeneratedByte(i)) << i;
+  }
+  // One connection, several calls: inputs in place, streams to Invoke().
+  auto call = ops_->NewGenerateCall(Guard());
+  ASSERT_TRUE(call.ok()) << call.status().ToString();
+  for (uint64_t count : {uint64_t{10}, uint64_t{200000}}) {
+    call->count()[0] = count;
+    uint64_t seen = 0;
+    bool ok = true;
+    codegen::CallbackSink<uint8_t> sink([&](std::span<const uint8_t> chunk, bool) {
+      for (uint8_t b : chunk) ok &= b == ops::GeneratedByte(seen++);
+      return Status::Ok();
+    });
+    Status st = call->Invoke(sink, Guard());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(seen, count);
+    EXPECT_TRUE(ok);
+  }
+}
+
+TEST_P(StreamStubTest, KernelErrorMidStream) {
+  // The kernel fails after 1 MiB of 8 MiB: the host stops producing, gets
+  // the kernel's status by name, and the client goes on.
+  std::vector<uint8_t> data(8 << 20, 7);
+  uint64_t counts[256] = {};
+  Status st = ops_->Histogram(1 << 20, data, counts, Guard());
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  EXPECT_EQ(st.wire_code(), 0x10);
+  EXPECT_NE(st.message().find("StreamOps.Histogram: NAA status 0x10 LIMIT_EXCEEDED"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_EQ(ops::StreamOpsErrorFromStatus(st), ops::StreamOpsError::kLimitExceeded);
+  // The same routine again, within the limit.
+  std::vector<uint8_t> small(3000);
+  for (size_t i = 0; i < small.size(); ++i) small[i] = static_cast<uint8_t>(i);
+  st = ops_->Histogram(0, small, counts, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(counts[b], b < 184 ? 12u : 11u) << b;
+}
+
+TEST_P(StreamStubTest, SourceErrorFailsTheCall) {
+  int calls = 0;
+  codegen::GeneratorSource<uint8_t> source([&](std::span<uint8_t> chunk) -> Result<size_t> {
+    if (++calls == 3) return UnavailableError("the disk went away");
+    return chunk.size();
+  });
+  uint64_t digest[4] = {};
+  Status st = ops_->Checksum(source, digest, Guard());
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("the disk went away"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("StreamOps.Checksum"), std::string::npos) << st.ToString();
+  // A new connection serves the next call.
+  const std::vector<uint8_t> data(100, 1);
+  st = ops_->Checksum(data, digest, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(digest[1], 100u);
+}
+
+TEST_P(StreamStubTest, DeadlineMidStream) {
+  // The kernel holds its first chunk: the window fills and the host waits
+  // for credits until the deadline.
+  std::vector<uint8_t> data(256 * 100, 1);
+  uint8_t r = 0;
+  bool holding = false;
+  Status st;
+  {
+    std::thread watch([&] { holding = sweep_kernels_.WaitHolding(); });
+    st = sweep_->Hold(data, &r, Deadline::After(std::chrono::milliseconds(300)));
+    watch.join();
+  }
+  ASSERT_TRUE(holding) << "the kernel never got a chunk";
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("Sweep.Hold"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("stream 'data'"), std::string::npos) << st.ToString();
+  sweep_kernels_.Release();
+  // Another routine of the same client goes on.
+  uint64_t result[3] = {};
+  const std::vector<uint32_t> values = Values(10);
+  st = sweep_->SumW2(values, result, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result[1], 10u);
+}
+
+TEST_P(StreamStubTest, AsyncForms) {
+  const std::vector<uint8_t> a(100000, 2), b(70000, 3);
+  uint64_t da[4] = {}, db[4] = {};
+  std::future<Status> fa = ops_->ChecksumAsync(a, da, Guard());
+  std::future<Status> fb = ops_->ChecksumAsync(b, db, Guard());
+  // The source/sink form with a callback.
+  const std::vector<uint32_t> in = Values(40000);
+  codegen::SpanSource<uint32_t> in_source(in);
+  std::vector<uint32_t> out;
+  codegen::VectorSink<uint32_t> sink(&out);
+  std::promise<Status> done;
+  ops_->TransformAsync(2, in_source, sink, [&](Status s) { done.set_value(std::move(s)); },
+                       Guard());
+  ASSERT_TRUE(fa.get().ok());
+  ASSERT_TRUE(fb.get().ok());
+  Status st = done.get_future().get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(da[0], 200000u);
+  EXPECT_EQ(db[0], 210000u);
+  ASSERT_EQ(out.size(), in.size());
+  for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], in[i] * 2 + 1) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, StreamStubTest,
+    ::testing::Combine(::testing::Values("emulated", "verbs"),
+                       ::testing::Values(Dialect::kSpec, Dialect::kReference)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" +
+             (std::get<1>(info.param) == Dialect::kSpec ? "spec" : "reference");
+    });
+
+}  // namespace
+}  // namespace naarpc
