@@ -419,6 +419,9 @@ struct ServeArgs {
   int port = kDefaultNaaPort;
   std::vector<std::string> kernels;
   size_t max_regions = kDefaultNaaMaxRegions;
+  size_t max_connections = ServerOptions{}.max_connections;
+  std::string max_bytes_per_connection = "4G";
+  int64_t idle_timeout_ms = 0;
 };
 
 int Serve(const ServeArgs& a) {
@@ -465,6 +468,13 @@ int Serve(const ServeArgs& a) {
 
   ServerOptions options;
   options.max_regions = a.max_regions;
+  options.max_connections = a.max_connections;
+  options.idle_timeout = std::chrono::milliseconds(a.idle_timeout_ms);
+  auto max_bytes = ParseSize(a.max_bytes_per_connection);
+  if (!max_bytes.ok()) {
+    return Fail(kExitUsage, "--max-bytes-per-connection " + max_bytes.status().message());
+  }
+  options.max_bytes_per_connection = *max_bytes;
   options.log = [](std::string_view line) {
     std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };
@@ -649,6 +659,17 @@ int Main(int argc, char** argv) {
   s->add_option("--max-regions", serve.max_regions, "regions per connection (MRSP error 0x03 "
                                                     "beyond)")
       ->check(CLI::Range(1, 255))
+      ->capture_default_str();
+  s->add_option("--max-connections", serve.max_connections,
+                "concurrent connections (more are refused)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  s->add_option("--max-bytes-per-connection", serve.max_bytes_per_connection,
+                "region bytes one connection may register, e.g. 64M, 4G (MRSP error beyond)")
+      ->capture_default_str();
+  s->add_option("--idle-timeout", serve.idle_timeout_ms,
+                "milliseconds: close connections idle this long (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
       ->capture_default_str();
 
   BenchArgs bench;

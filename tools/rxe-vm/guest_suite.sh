@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
 # perftest over rxe0 for reference.
-# Usage: guest_suite.sh [--device-removal TEST] VERBS_TEST [END_TO_END_TEST...]
+# Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--device-removal TEST] VERBS_TEST
+#                       [END_TO_END_TEST...]
+# --cli: the naarpc command-line tool's verbs script (tests/cli/verbs_guest.sh).
 # --device-removal: last, removes rxe0 under a live call (the test), checks
 # that the device goes away once the test has exited, and re-creates it.
 set -uo pipefail
+cli=()
+if [[ "${1:-}" == --cli ]]; then cli=("$2" "$3" "$4"); shift 4; fi
 removal_test=""
 if [[ "${1:-}" == --device-removal ]]; then removal_test="$2"; shift 2; fi
 verbs_test="$1"
@@ -53,6 +57,9 @@ run "verbs transport tests" gtest "$verbs_test"
 for t in "${e2e_tests[@]}"; do
   run "$(basename "$t") (verbs cases)" gtest "$t" --gtest_filter='*verbs*:*Verbs*'
 done
+if ((${#cli[@]})); then
+  run "naarpc CLI: serve and call over verbs" /bin/bash "${cli[0]}" "${cli[1]}" "${cli[2]}" verbs
+fi
 
 # perftest over rdma_cm (-R), loopback on rxe0: figures for reference only
 # (software RDMA in an emulated CPU), but the runs must succeed.

@@ -13,5 +13,8 @@ for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/servi
          tests/e2e/fault_matrix_test tests/e2e/stream_test; do
   e2e_tests+=("$(readlink -f "$r/$t")")
 done
+cli=("$(readlink -f "$r/tests/cli/verbs_guest.sh")" "$(readlink -f "$r/tools/naarpc/naarpc")"
+     "$(readlink -f "$r/tests/cli/testdata/types.naa.yaml")")
 exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
-  /bin/bash "$suite" --device-removal "$removal_test" "$verbs_test" "${e2e_tests[@]}"
+  /bin/bash "$suite" --cli "${cli[@]}" --device-removal "$removal_test" "$verbs_test" \
+  "${e2e_tests[@]}"
