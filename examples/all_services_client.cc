@@ -11,6 +11,7 @@
 #include "services/checked/checked.naa.h"
 #include "services/increment/increment.naa.h"
 #include "services/matrix/matrix.naa.h"
+#include "services/stream/stream.naa.h"
 #include "services/vector/vector.naa.h"
 
 namespace {
@@ -97,6 +98,23 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> data(4096, 41);
     ok &= Report("Increment.IncrementBytes", c.IncrementBytes(data));
     std::printf("  41 + 1 = %u\n", unsigned{data[0]});
+  }
+  {
+    // Streams: 1 MiB through a 64 KiB x 8 ring, in and (transformed) out.
+    naarpc::services::stream::StreamOpsClient c(**transport, host, p, options);
+    std::vector<uint8_t> data(1 << 20);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+    uint64_t digest[4] = {};
+    ok &= Report("StreamOps.Checksum", c.Checksum(data, digest));
+    ok &= digest[1] == data.size();
+    const std::vector<uint32_t> words = {1, 2, 3};
+    std::vector<uint32_t> out;
+    ok &= Report("StreamOps.Transform", c.Transform(10, words, &out));
+    ok &= out == std::vector<uint32_t>{11, 21, 31};
+    std::printf("  %llu bytes in %llu chunks; 1 2 3 -> %u %u %u\n",
+                static_cast<unsigned long long>(digest[1]),
+                static_cast<unsigned long long>(digest[2]), out.size() == 3 ? out[0] : 0,
+                out.size() == 3 ? out[1] : 0, out.size() == 3 ? out[2] : 0);
   }
   std::printf("%s\n", ok ? "all services answered as expected" : "SOME CALLS FAILED");
   return ok ? 0 : 1;

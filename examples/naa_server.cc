@@ -19,6 +19,7 @@
 #include "services/increment/increment_service.h"
 #include "services/matrix/matrix_service.h"
 #include "services/naaice_stock/stock_kernels.h"
+#include "services/stream/stream_service.h"
 #include "services/vector/vector_service.h"
 
 namespace {
@@ -73,8 +74,9 @@ int main(int argc, char** argv) {
   naarpc::services::accumulator::AccumulatorServiceImpl accumulator;
   naarpc::services::checked::CheckedMathServiceImpl checked;
   naarpc::services::increment::IncrementServiceImpl increment;
+  naarpc::services::stream::StreamOpsServiceImpl stream;
   auto handler = naarpc::codegen::CompositeHandler::Create(
-      {&vector, &matrix, &accumulator, &checked, &increment});
+      {&vector, &matrix, &accumulator, &checked, &increment, &stream});
   if (!handler.ok()) {
     std::fprintf(stderr, "naa_server: %s\n", handler.status().ToString().c_str());
     return 1;
