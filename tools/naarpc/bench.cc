@@ -1,7 +1,11 @@
 #include "tools/naarpc/bench.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +38,7 @@ struct Point {
   uint64_t size = 0;
   int clients = 0;
   uint64_t calls = 0;
-  uint64_t bytes_per_call = 0;  // both directions
+  uint64_t bytes_per_call = 0;                // both directions
   double p50 = 0, p90 = 0, p99 = 0, max = 0;  // microseconds
   double calls_per_s = 0, mb_per_s = 0;
 };
@@ -66,14 +70,40 @@ std::string Human(uint64_t b) {
   return buf;
 }
 
+// This host's address on the route to `host` (UDP connect: nothing is
+// sent), or "" if there is none.
+std::string LocalAddressTowards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  const int fd = socket(res->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&local);
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&local);
+    const void* addr = local.ss_family == AF_INET ? static_cast<const void*>(&v4->sin_addr)
+                                                  : static_cast<const void*>(&v6->sin6_addr);
+    if (inet_ntop(local.ss_family, addr, buf, sizeof buf) != nullptr) out = buf;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(res);
+  return out;
+}
+
 // The ping-pong peer of the raw baseline: a child process with one listener
-// (and serving thread) per client slot, on `host` if it can listen there,
-// else on loopback (emulated) or the RDMA device's address (verbs).
+// (and serving thread) per client slot, on `host` if this host has that
+// address, else on this host's address towards it (e.g. the RDMA netdev's),
+// else on loopback.
 class RawPeer {
  public:
   static Result<std::unique_ptr<RawPeer>> Start(const std::string& transport_name,
-                                                const std::string& device,
-                                                const std::string& host, int slots) {
+                                                const std::string& device, const std::string& host,
+                                                int slots) {
     int fds[2];
     if (pipe(fds) != 0) return InternalError(std::string("pipe: ") + std::strerror(errno));
     std::fflush(stdout);
@@ -93,9 +123,9 @@ class RawPeer {
     while (read(fds[0], &c, 1) == 1 && c != '\n') line += c;
     close(fds[0]);
     if (line.rfind("ok ", 0) != 0) {
-      return UnavailableError("raw baseline peer: " +
-                              (line.empty() ? std::string("exited") : line.substr(6)) +
-                              " (--no-baseline skips it)");
+      return UnavailableError(
+          "raw baseline peer: " + (line.empty() ? std::string("exited") : line.substr(6)) +
+          " (--no-baseline skips it)");
     }
     std::istringstream in(line.substr(3));
     in >> peer->host_;
@@ -128,8 +158,9 @@ class RawPeer {
     }
     std::string where = host;
     auto first = (*transport)->Listen(where, 0);
-    if (!first.ok()) {
-      where = "127.0.0.1";
+    for (const std::string& other : {LocalAddressTowards(host), std::string("127.0.0.1")}) {
+      if (first.ok() || other.empty()) continue;
+      where = other;
       first = (*transport)->Listen(where, 0);
     }
     if (!first.ok()) {
@@ -175,8 +206,7 @@ constexpr uint64_t kMinCallsPerClient = 5;
 template <typename Client>
 Result<Point> Measure(std::vector<std::unique_ptr<Client>>& clients,
                       std::chrono::milliseconds duration, Progress& progress,
-                      uint64_t progress_base, const std::string& detail,
-                      Status (*once)(Client&)) {
+                      uint64_t progress_base, const std::string& detail, Status (*once)(Client&)) {
   const size_t n = clients.size();
   std::vector<Worker> workers(n);
   std::latch warmed(static_cast<std::ptrdiff_t>(n));
@@ -192,8 +222,7 @@ Result<Point> Measure(std::vector<std::unique_ptr<Client>>& clients,
       warmed.count_down();
       go.wait();
       if (!w.status.ok()) return;
-      const Clock::time_point end =
-          Clock::time_point(Clock::duration(start_ns.load())) + duration;
+      const Clock::time_point end = Clock::time_point(Clock::duration(start_ns.load())) + duration;
       while (true) {
         const Clock::time_point t0 = Clock::now();
         if (t0 >= end && w.us.size() >= kMinCallsPerClient) break;
@@ -263,10 +292,10 @@ Result<std::map<std::string, Value>> InputsFor(const idl::Routine& r, uint64_t s
     if (p.variable && size != 0) {
       const uint64_t n = size / idl::Describe(p.type).size;
       if (n > p.count) {
-        return InvalidArgumentError(
-            "--sizes " + Human(size) + ": parameter '" + p.name + "' takes at most " +
-            std::to_string(p.count) + " x " + std::string(idl::Describe(p.type).idl) + " (" +
-            std::to_string(p.data_bytes()) + " bytes)");
+        return InvalidArgumentError("--sizes " + Human(size) + ": parameter '" + p.name +
+                                    "' takes at most " + std::to_string(p.count) + " x " +
+                                    std::string(idl::Describe(p.type).idl) + " (" +
+                                    std::to_string(p.data_bytes()) + " bytes)");
       }
       spec += ":" + std::to_string(n);
     }
@@ -309,12 +338,12 @@ std::string Block(const std::string& name, const std::vector<Point>& points,
   return out + "EOD\n";
 }
 
-Status Plot(const std::string& prefix, const std::string& title,
-            const std::vector<Point>& points, const BenchOptions& o,
-            const std::vector<uint64_t>& sizes) {
+Status Plot(const std::string& prefix, const std::string& title, const std::vector<Point>& points,
+            const BenchOptions& o, const std::vector<uint64_t>& sizes) {
   if (access("/usr/bin/gnuplot", X_OK) != 0 && system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return NotFoundError("--plot: gnuplot is not installed (apt-get install gnuplot-nox), or "
-                         "omit --plot; the CSV has the numbers");
+    return NotFoundError(
+        "--plot: gnuplot is not installed (apt-get install gnuplot-nox), or "
+        "omit --plot; the CSV has the numbers");
   }
   std::string s;
   s += "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
@@ -360,8 +389,8 @@ Status Plot(const std::string& prefix, const std::string& title,
     sc += std::string(sc == "plot " ? "" : ", ") + "$s" + n +
           " using 2:5 with linespoints title 'naarpc, " + Human(size) + " B'";
     if (o.baseline) {
-      sc += ", $q" + n + " using 2:5 with linespoints dashtype 2 title 'raw, " + Human(size) +
-            " B'";
+      sc +=
+          ", $q" + n + " using 2:5 with linespoints dashtype 2 title 'raw, " + Human(size) + " B'";
     }
   }
   s += "set output '" + prefix + "_scaling.png'\n";
@@ -417,14 +446,16 @@ Status RunBench(const BenchOptions& o) {
   const idl::Routine& r = *o.routine;
   const std::string name = o.service->name + "." + r.name;
   if (HasStreams(r)) {
-    return FailedPreconditionError(name + " has stream parameters; naarpc bench does not drive "
-                              "streams (docs/streams.md)");
+    return FailedPreconditionError(name +
+                                   " has stream parameters; naarpc bench does not drive "
+                                   "streams (docs/streams.md)");
   }
   std::vector<uint64_t> sizes = o.sizes;
   bool has_variable_input = false;
   for (const idl::Param& p : r.params) has_variable_input |= p.variable && p.is_input();
   if (!sizes.empty() && !has_variable_input) {
-    return InvalidArgumentError("--sizes: " + name + " has no variable-length input, so its "
+    return InvalidArgumentError("--sizes: " + name +
+                                " has no variable-length input, so its "
                                 "payload is fixed; omit --sizes");
   }
   // Check every size before measuring anything.
@@ -445,18 +476,19 @@ Status RunBench(const BenchOptions& o) {
   const std::chrono::milliseconds deadline =
       o.call_deadline.count() > 0 ? o.call_deadline : std::chrono::milliseconds(r.deadline_ms);
 
-  std::printf("naarpc bench: %s on %s:%u (transport %s, dialect %s), %.3g s per point\n",
-              name.c_str(), o.host.c_str(), unsigned{o.port}, std::string(transport->name()).c_str(),
-              o.client.dialect == Dialect::kSpec ? "spec" : "reference",
-              o.duration.count() / 1000.0);
+  std::printf(
+      "naarpc bench: %s on %s:%u (transport %s, dialect %s), %.3g s per point\n", name.c_str(),
+      o.host.c_str(), unsigned{o.port}, std::string(transport->name()).c_str(),
+      o.client.dialect == Dialect::kSpec ? "spec" : "reference", o.duration.count() / 1000.0);
   if (raw) {
-    std::printf("raw baseline: %s transport ping-pong on %s (this host; one WRITE_WITH_IMM of "
-                "the call's request bytes each way, no naarpc engine)\n",
-                std::string(transport->name()).c_str(), raw->host().c_str());
+    std::printf(
+        "raw baseline: %s transport ping-pong on %s (this host; one WRITE_WITH_IMM of "
+        "the call's request bytes each way, no naarpc engine)\n",
+        std::string(transport->name()).c_str(), raw->host().c_str());
   }
-  std::printf("%-8s %7s | %8s %9s %9s %9s %9s %10s %9s | %9s %9s %6s\n", "size", "clients",
-              "calls", "p50 us", "p90 us", "p99 us", "max us", "calls/s", "MB/s", "raw p50",
-              "raw MB/s", "p50 x");
+  std::printf("%-8s %7s | %8s %9s %9s %9s %9s %10s %9s | %9s %9s %6s\n", "size", "clients", "calls",
+              "p50 us", "p90 us", "p99 us", "max us", "calls/s", "MB/s", "raw p50", "raw MB/s",
+              "p50 x");
   std::fflush(stdout);
 
   Progress progress("bench " + name,
@@ -555,8 +587,8 @@ Status RunBench(const BenchOptions& o) {
       if (std::find(shown.begin(), shown.end(), p.size) == shown.end()) shown.push_back(p.size);
     }
     NAARPC_RETURN_IF_ERROR(Plot(o.plot_prefix, name, points, o, shown));
-    std::printf("plots: %s_latency.png %s_throughput.png %s_scaling.png\n",
-                o.plot_prefix.c_str(), o.plot_prefix.c_str(), o.plot_prefix.c_str());
+    std::printf("plots: %s_latency.png %s_throughput.png %s_scaling.png\n", o.plot_prefix.c_str(),
+                o.plot_prefix.c_str(), o.plot_prefix.c_str());
   }
   return Status::Ok();
 }

@@ -21,20 +21,20 @@ struct BenchOptions {
   const idl::Routine* routine = nullptr;
   std::string host;
   uint16_t port = 0;
-  std::string transport = "auto";  // NewTransport name
-  std::string device;              // verbs device
-  ClientOptions client;            // dialect, timeouts
+  std::string transport = "auto";              // NewTransport name
+  std::string device;                          // verbs device
+  ClientOptions client;                        // dialect, timeouts
   std::chrono::milliseconds call_deadline{0};  // 0: the routine's deadline_ms
   // Payload bytes per call: each size sets the element count of every
   // variable-length input (bytes / element size). Empty: the routine's full
   // size once.
   std::vector<uint64_t> sizes;
-  std::vector<int> clients{1};  // concurrent clients (threads, a session each)
+  std::vector<int> clients{1};               // concurrent clients (threads, a session each)
   std::chrono::milliseconds duration{2000};  // per (size, clients) point
-  bool baseline = true;         // measure the raw transport ping-pong too
-  std::string csv_path;         // empty: no CSV
-  std::string plot_prefix;      // empty: no plots; else PREFIX_latency.png, ...
-  bool progress = false;        // a progress bar on stderr
+  bool baseline = true;                      // measure the raw transport ping-pong too
+  std::string csv_path;                      // empty: no CSV
+  std::string plot_prefix;                   // empty: no plots; else PREFIX_latency.png, ...
+  bool progress = false;                     // a progress bar on stderr
 };
 
 // Runs the benchmark, printing a table on stdout. The raw baseline's

@@ -1,7 +1,6 @@
 #include "tools/naarpc/describe.h"
 
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "tools/naarpc/dynamic_call.h"

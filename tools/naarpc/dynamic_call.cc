@@ -9,9 +9,12 @@ namespace {
 
 naarpc::Direction ToRuntime(idl::Direction d) {
   switch (d) {
-    case idl::Direction::kIn: return naarpc::Direction::kIn;
-    case idl::Direction::kOut: return naarpc::Direction::kOut;
-    case idl::Direction::kInOut: return naarpc::Direction::kInOut;
+    case idl::Direction::kIn:
+      return naarpc::Direction::kIn;
+    case idl::Direction::kOut:
+      return naarpc::Direction::kOut;
+    case idl::Direction::kInOut:
+      return naarpc::Direction::kInOut;
   }
   return naarpc::Direction::kIn;
 }
@@ -46,18 +49,14 @@ std::string StatusName(const idl::Service& service, uint8_t status) {
   return std::string(codegen::StandardStatusName(status));
 }
 
-Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(Transport& transport,
-                                                       const std::string& host, uint16_t port,
-                                                       const idl::Service& service,
-                                                       const idl::Routine& routine,
-                                                       const ClientOptions& options,
-                                                       Deadline deadline) {
+Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
+    Transport& transport, const std::string& host, uint16_t port, const idl::Service& service,
+    const idl::Routine& routine, const ClientOptions& options, Deadline deadline) {
   auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), options, deadline);
   if (!session.ok()) {
     return session.status().WithContext(service.name + "." + routine.name);
   }
-  return std::unique_ptr<DynamicCall>(
-      new DynamicCall(service, routine, std::move(*session)));
+  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session)));
 }
 
 Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
@@ -80,8 +79,7 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
       return InvalidArgumentError(name + ": parameter '" + param_name + "' " +
                                   (p->variable ? "takes at most " : "needs exactly ") +
                                   std::to_string(p->count) + " elements (" + TypeName(*p) +
-                                  "), got " + std::to_string(value.count) +
-                                  "; nothing was sent");
+                                  "), got " + std::to_string(value.count) + "; nothing was sent");
     }
   }
   std::vector<uint64_t> send_lengths(session_->region_count(), 0);
@@ -94,8 +92,8 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
     if (it == inputs.end()) {
       return InvalidArgumentError(name + ": no input for parameter '" + p.name + "' (" +
                                   std::string(idl::DirectionName(p.direction)) + ", " +
-                                  (p.variable ? "at most " : "") + std::to_string(p.count) +
-                                  " x " + TypeName(p) + "); nothing was sent");
+                                  (p.variable ? "at most " : "") + std::to_string(p.count) + " x " +
+                                  TypeName(p) + "); nothing was sent");
     }
     const Value& v = it->second;
     if (!v.data.empty()) std::memcpy(buffer.data() + p.data_offset(), v.data.data(), v.data.size());

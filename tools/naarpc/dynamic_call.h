@@ -57,8 +57,7 @@ class DynamicCall {
   static Result<std::unique_ptr<DynamicCall>> Open(Transport& transport, const std::string& host,
                                                    uint16_t port, const idl::Service& service,
                                                    const idl::Routine& routine,
-                                                   const ClientOptions& options,
-                                                   Deadline deadline);
+                                                   const ClientOptions& options, Deadline deadline);
 
   // Runs the routine. `inputs` holds a value for every input (in, inout)
   // parameter, by name; on success `outputs` gets every output (out, inout)
@@ -66,8 +65,8 @@ class DynamicCall {
   // status by its IDL name ("Math.Divide: NAA status 0x11 DIVISION_BY_ZERO").
   // Missing, unknown or mis-sized inputs are kInvalidArgument; nothing is
   // sent then.
-  Status Invoke(const std::map<std::string, Value>& inputs,
-                std::map<std::string, Value>* outputs, Deadline deadline);
+  Status Invoke(const std::map<std::string, Value>& inputs, std::map<std::string, Value>* outputs,
+                Deadline deadline);
 
   // Bytes written to the NAA by the last Invoke (for throughput figures).
   uint64_t last_bytes_sent() const { return last_bytes_sent_; }

@@ -102,8 +102,8 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
       Entry& e = naa->by_code_[r.code];
       if (e.routine != nullptr) {
         return InvalidArgumentError("function code " + std::to_string(r.code) +
-                                    " is used by both " + e.service->name + "." +
-                                    e.routine->name + " and " + s->name + "." + r.name +
+                                    " is used by both " + e.service->name + "." + e.routine->name +
+                                    " and " + s->name + "." + r.name +
                                     "; serve one of the services (--service)");
       }
       e = Entry{s, &r, Kernel{}, HasStreams(r) ? "not served (stream parameters)" : "echo"};
@@ -188,10 +188,9 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
       problem = "is " + std::to_string(region.data.size()) + " bytes, expected " +
                 std::to_string(p.region_bytes());
     } else if (region.is_output != p.is_output()) {
-      problem = region.is_output ? "is a return region, but the IDL says 'in'"
-                                 : "is not a return region";
-    } else if (call.dialect == Dialect::kReference &&
-               (region.flags & 0x0e) != p.expected_flags()) {
+      problem =
+          region.is_output ? "is a return region, but the IDL says 'in'" : "is not a return region";
+    } else if (call.dialect == Dialect::kReference && (region.flags & 0x0e) != p.expected_flags()) {
       problem = "has MRSP flags " + std::to_string(region.flags & 0x0e) + ", expected " +
                 std::to_string(p.expected_flags());
     }

@@ -41,8 +41,8 @@ class DynamicNaa final : public NaaHandler {
   // across them). `kernel_specs`: "KERNEL" for every routine, or
   // "Routine=KERNEL" / "Service.Routine=KERNEL"; later entries win; the
   // default is echo. Errors name the unknown routine or the bad kernel.
-  static Result<std::unique_ptr<DynamicNaa>> Create(
-      std::vector<const idl::Service*> services, const std::vector<std::string>& kernel_specs);
+  static Result<std::unique_ptr<DynamicNaa>> Create(std::vector<const idl::Service*> services,
+                                                    const std::vector<std::string>& kernel_specs);
 
   uint8_t Handle(NaaCall& call) override;
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;

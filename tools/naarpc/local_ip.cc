@@ -71,15 +71,17 @@ Result<LocalSide> ApplyLocalIp(const std::string& local_ip, const std::string& t
   auto addr = Parse(local_ip);
   if (!addr) return InvalidArgumentError(what + ": not an IPv4 or IPv6 address");
   if (!IsLocal(*addr)) {
-    return InvalidArgumentError(what + ": not an address of this host (unset it, or give one "
-                                       "of this host's addresses)");
+    return InvalidArgumentError(what +
+                                ": not an address of this host (unset it, or give one "
+                                "of this host's addresses)");
   }
   if (transport == "emulated") return side;
   const std::string owner = RdmaDeviceOf(*addr);
   if (owner.empty()) {
     if (transport == "verbs") {
-      return InvalidArgumentError(what + ": no RDMA device has this address (ibv_devices, "
-                                         "rdma link show)");
+      return InvalidArgumentError(what +
+                                  ": no RDMA device has this address (ibv_devices, "
+                                  "rdma link show)");
     }
     return side;  // auto: no device there, so the emulated transport
   }

@@ -1,19 +1,19 @@
 // naarpc: describe, call, serve and benchmark any NAA from its IDL file at
 // run time (no code generation). `naarpc --help`, `naarpc CMD --help`.
-#include <CLI/CLI.hpp>
 #include <signal.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "idl/load.h"
 #include "naarpc/discovery.h"
@@ -65,16 +65,21 @@ int Fail(int code, const std::string& message) {
 
 int ExitFor(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kNaaError: return kExitNaaStatus;
-    case StatusCode::kDeadlineExceeded: return kExitDeadline;
+    case StatusCode::kNaaError:
+      return kExitNaaStatus;
+    case StatusCode::kDeadlineExceeded:
+      return kExitDeadline;
     case StatusCode::kUnavailable:
     case StatusCode::kDisconnected:
     case StatusCode::kTransportError:
     case StatusCode::kMrspError:
     case StatusCode::kNotFound:
-    case StatusCode::kProtocolError: return kExitUnreachable;
-    case StatusCode::kInvalidArgument: return kExitUsage;
-    default: return kExitFailure;
+    case StatusCode::kProtocolError:
+      return kExitUnreachable;
+    case StatusCode::kInvalidArgument:
+      return kExitUsage;
+    default:
+      return kExitFailure;
   }
 }
 
@@ -97,8 +102,10 @@ Status FindRoutine(const idl::IdlFile& idl, const std::string& name, const idl::
     for (const idl::Service& s : idl.services) {
       if (const idl::Routine* r = s.FindRoutine(name)) {
         if (*routine != nullptr) {
-          return InvalidArgumentError("routine '" + name + "' is in several services; write "
-                                      "Service." + name);
+          return InvalidArgumentError("routine '" + name +
+                                      "' is in several services; write "
+                                      "Service." +
+                                      name);
         }
         *service = &s;
         *routine = r;
@@ -111,7 +118,8 @@ Status FindRoutine(const idl::IdlFile& idl, const std::string& name, const idl::
   if (*routine == nullptr) {
     std::string all;
     for (const idl::Service& s : idl.services) {
-      for (const idl::Routine& r : s.routines) all += (all.empty() ? "" : ", ") + s.name + "." + r.name;
+      for (const idl::Routine& r : s.routines)
+        all += (all.empty() ? "" : ", ") + s.name + "." + r.name;
     }
     return NotFoundError(idl.path + " has no routine '" + name + "' (routines: " + all +
                          "; see naarpc describe " + idl.path + ")");
@@ -143,7 +151,8 @@ Result<Target> ParseTarget(const std::string& text) {
   } else {
     const size_t colon = text.find(':');
     if (colon != std::string::npos && text.find(':', colon + 1) != std::string::npos) {
-      return InvalidArgumentError("--target '" + text + "': write IPv6 addresses in brackets, "
+      return InvalidArgumentError("--target '" + text +
+                                  "': write IPv6 addresses in brackets, "
                                   "[addr]:port");
     }
     t.host = text.substr(0, colon);
@@ -173,10 +182,10 @@ Result<Target> ResolveTarget(const std::string& target, const idl::Routine& rout
   auto endpoint = discovery->Find(routine.code);
   if (!endpoint.ok()) return endpoint.status();
   if (endpoint->param_count != routine.params.size()) {
-    return InvalidArgumentError(
-        "NAA_SPEC's entry for function code " + std::to_string(routine.code) + " declares " +
-        std::to_string(endpoint->param_count) + " parameters, the IDL's " + routine.name +
-        " has " + std::to_string(routine.params.size()));
+    return InvalidArgumentError("NAA_SPEC's entry for function code " +
+                                std::to_string(routine.code) + " declares " +
+                                std::to_string(endpoint->param_count) + " parameters, the IDL's " +
+                                routine.name + " has " + std::to_string(routine.params.size()));
   }
   return Target{endpoint->address, endpoint->port};
 }
@@ -204,7 +213,8 @@ std::string Hint(const Status& s, const Target& t, const std::string& transport)
                "call with --dialect reference";
       }
       return "";
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -276,9 +286,10 @@ int Call(const CallArgs& a) {
       for (const idl::Param& q : routine->params) {
         if (q.is_input()) names += (names.empty() ? "" : ", ") + q.name;
       }
-      return Fail(kExitUsage, "--in " + name + ": " + service->name + "." + routine->name +
-                                  (p == nullptr ? " has no parameter '" : " parameter is an output: '") +
-                                  name + "' (inputs: " + names + ")");
+      return Fail(kExitUsage,
+                  "--in " + name + ": " + service->name + "." + routine->name +
+                      (p == nullptr ? " has no parameter '" : " parameter is an output: '") + name +
+                      "' (inputs: " + names + ")");
     }
     if (inputs.count(name)) return Fail(kExitUsage, "--in " + name + " given twice");
     auto v = ParseValue(*p, in.substr(eq + 1));
@@ -289,9 +300,9 @@ int Call(const CallArgs& a) {
     if (p.is_input() && !inputs.count(p.name)) {
       return Fail(kExitUsage, "missing --in " + p.name + "=... (" +
                                   std::string(idl::DirectionName(p.direction)) + ", " +
-                                  (p.variable ? "at most " : "") + std::to_string(p.count) +
-                                  " x " + std::string(idl::Describe(p.type).idl) +
-                                  "; e.g. " + p.name + "=zeros, " + p.name + "=@file.bin)");
+                                  (p.variable ? "at most " : "") + std::to_string(p.count) + " x " +
+                                  std::string(idl::Describe(p.type).idl) + "; e.g. " + p.name +
+                                  "=zeros, " + p.name + "=@file.bin)");
     }
   }
   // Outputs: name=FORMAT or name=@FILE.
@@ -352,7 +363,8 @@ int Call(const CallArgs& a) {
           if (e.code == *s.wire_code() && !e.doc.empty()) msg += " (" + e.doc + ")";
         }
       }
-      if (a.repeat > 1) msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
+      if (a.repeat > 1)
+        msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
       const std::string hint = Hint(s, *target, a.common.transport);
       return Fail(ExitFor(s), msg + (hint.empty() ? "" : "\n  hint: " + hint));
     }
@@ -478,15 +490,15 @@ int Serve(const ServeArgs& a) {
   options.log = [](std::string_view line) {
     std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };
-  auto server = NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler,
-                                 options);
+  auto server =
+      NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler, options);
   if (!server.ok()) return Fail(kExitUnreachable, server.status().ToString());
   const uint16_t port = (*server)->port();
-  std::printf("naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
-              "stops\n%s",
-              a.address.c_str(), unsigned{port}, idl->path.c_str(),
-              std::string((*transport)->name()).c_str(), a.dialect.c_str(),
-              (*naa)->Describe().c_str());
+  std::printf(
+      "naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
+      "stops\n%s",
+      a.address.c_str(), unsigned{port}, idl->path.c_str(),
+      std::string((*transport)->name()).c_str(), a.dialect.c_str(), (*naa)->Describe().c_str());
   std::fflush(stdout);
   if (!a.port_file.empty()) {
     // Written whole, then renamed: a reader never sees a partial file.
@@ -605,14 +617,20 @@ void AddCommon(CLI::App* cmd, CommonArgs& c) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  CLI::App app{"naarpc: describe, call, serve and benchmark network-attached accelerators from "
-               "their IDL files (*.naa.yaml), without generating code."};
+  // Under `bazel run`, paths on the command line are the user's.
+  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
+    if (chdir(wd) != 0) return Fail(kExitFailure, std::string("cannot enter ") + wd);
+  }
+  CLI::App app{
+      "naarpc: describe, call, serve and benchmark network-attached accelerators from "
+      "their IDL files (*.naa.yaml), without generating code."};
   app.footer(kExitHelp);
   app.require_subcommand(1);
 
   DescribeArgs describe;
-  CLI::App* d = app.add_subcommand("describe", "services, routines, function codes, parameters, "
-                                               "internal regions, errors and timeouts of an IDL");
+  CLI::App* d = app.add_subcommand("describe",
+                                   "services, routines, function codes, parameters, "
+                                   "internal regions, errors and timeouts of an IDL");
   d->add_option("file", describe.file, "the IDL file")->required();
   d->add_option("selector", describe.selector, "Service or Service.Routine");
   d->add_flag("--json", describe.json, "JSON (format naarpc-describe/1) for scripts");
@@ -627,17 +645,19 @@ int Main(int argc, char** argv) {
                 "seq[:N] (N elements; default the size, or the maximum)");
   c->add_option("--out", call.outputs,
                 "NAME=FORMAT (auto, json, hex, summary) or NAME=@FILE (raw elements)");
-  c->add_option("--format", call.format, "default output format: auto (JSON up to 64 "
-                                         "elements, else a summary), json, hex, summary")
+  c->add_option("--format", call.format,
+                "default output format: auto (JSON up to 64 "
+                "elements, else a summary), json, hex, summary")
       ->capture_default_str();
-  c->add_option("--repeat", call.repeat, "call N times on one connection (prints the last "
-                                         "outputs and the rate)")
+  c->add_option("--repeat", call.repeat,
+                "call N times on one connection (prints the last "
+                "outputs and the rate)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   c->add_flag("--json", call.json, "print the status and outputs as JSON");
 
   ServeArgs serve;
-  CLI::App* s = app.add_subcommand(
-      "serve", "a software NAA for any IDL file with built-in test kernels");
+  CLI::App* s =
+      app.add_subcommand("serve", "a software NAA for any IDL file with built-in test kernels");
   s->add_option("--idl", serve.idl, "the IDL file")->required();
   s->add_option("--service", serve.service, "serve only this service (default: all)");
   s->add_option("--kernel", serve.kernels,
@@ -656,8 +676,9 @@ int Main(int argc, char** argv) {
   s->add_option("--dialect", serve.dialect, "accept spec | reference | any")
       ->check(CLI::IsMember({"spec", "reference", "any"}))
       ->capture_default_str();
-  s->add_option("--max-regions", serve.max_regions, "regions per connection (MRSP error 0x03 "
-                                                    "beyond)")
+  s->add_option("--max-regions", serve.max_regions,
+                "regions per connection (MRSP error 0x03 "
+                "beyond)")
       ->check(CLI::Range(1, 255))
       ->capture_default_str();
   s->add_option("--max-connections", serve.max_connections,
@@ -674,8 +695,9 @@ int Main(int argc, char** argv) {
 
   BenchArgs bench;
   CLI::App* b = app.add_subcommand(
-      "bench", "latency percentiles and throughput per payload size and client count, next to "
-               "the raw transport; CSV and PNG plots");
+      "bench",
+      "latency percentiles and throughput per payload size and client count, next to "
+      "the raw transport; CSV and PNG plots");
   AddCommon(b, bench.common);
   b->add_option("routine", bench.routine, "Service.Routine (or Routine)")->required();
   b->add_option("--sizes", bench.sizes,

@@ -1,17 +1,16 @@
 #include "tools/naarpc/values.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace naarpc::cli {
 namespace {
@@ -50,17 +49,25 @@ struct IntRange {
 IntRange RangeOf(ElementType t) {
   switch (t) {
     case ElementType::kU8:
-    case ElementType::kBytes: return {0, 0xff};
-    case ElementType::kU16: return {0, 0xffff};
-    case ElementType::kU32: return {0, 0xffffffffu};
-    case ElementType::kU64: return {0, std::numeric_limits<uint64_t>::max()};
-    case ElementType::kI8: return {-128, 127};
-    case ElementType::kI16: return {-32768, 32767};
-    case ElementType::kI32: return {std::numeric_limits<int32_t>::min(), 0x7fffffff};
+    case ElementType::kBytes:
+      return {0, 0xff};
+    case ElementType::kU16:
+      return {0, 0xffff};
+    case ElementType::kU32:
+      return {0, 0xffffffffu};
+    case ElementType::kU64:
+      return {0, std::numeric_limits<uint64_t>::max()};
+    case ElementType::kI8:
+      return {-128, 127};
+    case ElementType::kI16:
+      return {-32768, 32767};
+    case ElementType::kI32:
+      return {std::numeric_limits<int32_t>::min(), 0x7fffffff};
     case ElementType::kI64:
       return {std::numeric_limits<int64_t>::min(),
               static_cast<uint64_t>(std::numeric_limits<int64_t>::max())};
-    default: return {0, 0};
+    default:
+      return {0, 0};
   }
 }
 
@@ -97,8 +104,7 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
       d = -std::numeric_limits<double>::infinity();
     } else {
       return InvalidArgumentError(where() + ": expected a number (" + TypeName(p) +
-                                  ", or \"NaN\", \"Infinity\", \"-Infinity\"), got " +
-                                  j.dump());
+                                  ", or \"NaN\", \"Infinity\", \"-Infinity\"), got " + j.dump());
     }
     if (p.type == ElementType::kF32) {
       const float f = static_cast<float>(d);
@@ -153,8 +159,8 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
 Result<Value> FromJson(const idl::Param& p, std::string_view text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return InvalidArgumentError(ParamName(p) + ": not valid JSON: " + std::string(text.substr(0, 80)) +
-                                (text.size() > 80 ? "..." : ""));
+    return InvalidArgumentError(ParamName(p) + ": not valid JSON: " +
+                                std::string(text.substr(0, 80)) + (text.size() > 80 ? "..." : ""));
   }
   if (!j.is_array()) {
     if (!j.is_number()) {
@@ -180,9 +186,9 @@ Result<Value> FromBytes(const idl::Param& p, std::vector<std::byte> bytes, std::
                                 std::to_string(bytes.size()) + " bytes, not a multiple of the " +
                                 std::to_string(size) + "-byte " + TypeName(p) + " element");
   }
-  NAARPC_RETURN_IF_ERROR(CheckCount(p, bytes.size() / size)
-                             .WithContext(std::string(what) + " (" + std::to_string(bytes.size()) +
-                                          " bytes)"));
+  NAARPC_RETURN_IF_ERROR(
+      CheckCount(p, bytes.size() / size)
+          .WithContext(std::string(what) + " (" + std::to_string(bytes.size()) + " bytes)"));
   Value v;
   v.count = bytes.size() / size;
   v.data = std::move(bytes);
@@ -200,8 +206,8 @@ Result<Value> FromFile(const idl::Param& p, const std::string& path) {
   // Checked before reading: a huge file is refused without allocating it.
   const uint64_t limit = p.data_bytes();
   if (size < 0 || static_cast<uint64_t>(size) > limit) {
-    return InvalidArgumentError(ParamName(p) + ": file '" + path + "' has " +
-                                std::to_string(size) + " bytes; the parameter holds " +
+    return InvalidArgumentError(ParamName(p) + ": file '" + path + "' has " + std::to_string(size) +
+                                " bytes; the parameter holds " +
                                 (p.variable ? "at most " : "exactly ") + std::to_string(limit) +
                                 " (" + std::to_string(p.count) + " x " + TypeName(p) + ")");
   }
@@ -411,10 +417,14 @@ std::string Summary(const idl::Param& param, const Value& value) {
 
 std::string FormatValue(const idl::Param& param, const Value& value, Format format) {
   switch (format) {
-    case Format::kJson: return ToJson(param, value);
-    case Format::kHex: return ToHex(value);
-    case Format::kSummary: return Summary(param, value);
-    case Format::kAuto: break;
+    case Format::kJson:
+      return ToJson(param, value);
+    case Format::kHex:
+      return ToHex(value);
+    case Format::kSummary:
+      return Summary(param, value);
+    case Format::kAuto:
+      break;
   }
   return value.count <= 64 ? ToJson(param, value) : Summary(param, value);
 }
