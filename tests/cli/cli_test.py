@@ -316,6 +316,15 @@ class CallServeBase:
         rc, out, err = self.call(self.echo, "F32", "--in", "x=@" + self.path("missing.bin"))
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("cannot open", err)
+        rc, out, err = self.call(self.echo, "F32", "--in", "x=@" + self.tmp)
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("'%s' is not a regular file" % self.tmp, err)
+        big = self.path("big.bin")
+        with open(big, "wb") as f:
+            f.truncate(1 << 30)  # sparse: refused by its size, never read
+        rc, out, err = self.call(self.echo, "Var", "--in", "data=@" + big)
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("has 1073741824 bytes; the parameter holds at most 1048576", err)
 
     def test_hex_in_and_out(self):
         rc, out, err = self.call(self.echo, "U16", "--in", "x=hex:0100ff7f3412", "--out",
@@ -739,6 +748,9 @@ class BenchTest(unittest.TestCase):
         rc, out, err = self.bench("Shapes.Var", "--sizes", "12Q")
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("unknown unit 'Q'", err)
+        rc, out, err = self.bench("Shapes.Var", "--sizes", "64,99999999999G")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("'99999999999G' is more than 1 TiB", err)
         rc, out, err = self.bench("Shapes.Var", "--clients", "0")
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("not a client count", err)

@@ -439,6 +439,9 @@ Result<uint64_t> ParseSize(std::string_view text) {
     return InvalidArgumentError("'" + t + "': unknown unit '" + t.substr(digits) +
                                 "' (K, M, G: binary)");
   }
+  if (v > (uint64_t{1} << 40) >> shift) {
+    return InvalidArgumentError("'" + t + "' is more than 1 TiB");
+  }
   return v << shift;
 }
 

@@ -1,5 +1,7 @@
 #include "tools/naarpc/values.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -196,6 +198,10 @@ Result<Value> FromBytes(const idl::Param& p, std::vector<std::byte> bytes, std::
 }
 
 Result<Value> FromFile(const idl::Param& p, const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return InvalidArgumentError(ParamName(p) + ": '" + path + "' is not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return NotFoundError(ParamName(p) + ": cannot open '" + path + "': " + std::strerror(errno));
