@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -374,6 +375,58 @@ TEST_P(StreamStubTest, AsyncForms) {
   EXPECT_EQ(db[0], 210000u);
   ASSERT_EQ(out.size(), in.size());
   for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], in[i] * 2 + 1) << i;
+}
+
+// A host that does not use the generated stub: the skeleton checks its
+// streams against the IDL before the kernel runs, and the elements of every
+// chunk.
+TEST_P(StreamStubTest, TheSkeletonChecksTheStreams) {
+  class Bytes final : public StreamHandler {
+   public:
+    // The bytes of Values(), cut after `n` bytes.
+    explicit Bytes(size_t n) : values_(Values(n / 4 + 1)), n_(n) {}
+    Result<size_t> Produce(size_t, std::span<std::byte> slot) override {
+      const size_t n = std::min(slot.size(), n_ - done_);
+      std::memcpy(slot.data(), reinterpret_cast<const std::byte*>(values_.data()) + done_, n);
+      done_ += n;
+      return n;
+    }
+    Status Consume(size_t, std::span<const std::byte>, bool) override { return Status::Ok(); }
+
+   private:
+    std::vector<uint32_t> values_;
+    size_t n_, done_ = 0;
+  };
+  const auto open = [&](uint32_t chunk, uint32_t window) {
+    ClientOptions o;
+    o.dialect = std::get<1>(GetParam());
+    std::vector<RegionSpec> regions(2);
+    regions[0] = {.name = "data", .direction = Direction::kIn,
+                  .stream = {.chunk_size = chunk, .window = window}};
+    regions[1] = {.name = "result", .direction = Direction::kOut, .size = 24};
+    return ClientSession::Open(*tt_.transport, tt_.address, server_->port(), regions, o, Guard());
+  };
+  const auto call = [&](ClientSession& s, size_t bytes) {
+    Bytes io(bytes);
+    CallOptions opts;
+    opts.streams = &io;
+    return s.Call(sweep::SweepClient::kSumW2FunctionCode, Guard(), opts);
+  };
+  // SumW2 is 5 u32 a chunk (20 bytes), window 2.
+  for (auto [chunk, window] : {std::pair{16u, 2u}, std::pair{20u, 3u}}) {
+    auto s = open(chunk, window);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Status st = call(**s, 100);
+    EXPECT_EQ(st.wire_code(), kNaaStatusBadRegionLayout) << st.ToString();
+  }
+  // The right layout, but a chunk that is not whole u32 elements.
+  auto s = open(20, 2);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(call(**s, 40).ok());
+  Status st = call(**s, 43);
+  EXPECT_EQ(st.wire_code(), kNaaStatusBadRegionLayout) << st.ToString();
+  st = call(**s, 4);  // the connection goes on
+  EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(
