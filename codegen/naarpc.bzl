@@ -9,6 +9,12 @@ yields :vector_naa (cc_library: vector.naa.h/.cc, include as
 front-end //idl:naarpc_idlc validates the IDL and writes its IR
 (:vector_naa_ir, vector.naa.ir.json); codegen/naarpc_gen.py renders the IR
 with the Jinja2 templates.
+
+From another workspace: load("@naarpc//codegen:naarpc.bzl", ...) and add
+"@naarpc" (the runtime with the transports) to binaries (docs/using.md;
+//tests/external_workspace). Labels here are Label()s, so they resolve in
+naarpc's repository wherever the macro is called from; generated code
+includes only the public headers ("naarpc/...", //codegen:support).
 """
 
 _IDLC = Label("//idl:naarpc_idlc")
