@@ -205,5 +205,60 @@ class MockTest(GenCase):
         self.assertIn("using BigArgs = std::tuple<", files["x.naa_mock.h"])
 
 
+class StreamTest(GenCase):
+    STREAMS = ("          - {name: k, type: u32, size: 1, direction: in}\n"
+               "          - {name: data, type: f32, direction: in, stream: {chunk: 256, window: 4}}\n"
+               "          - {name: out, type: u16, direction: out, stream: {chunk: 3, window: 1}}\n")
+
+    def test_routines_without_streams_have_no_stream_code(self):
+        p, files = self.generate(idl())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for name, text in files.items():
+            if name.endswith(".json"):
+                continue  # the IR (fields for streams: null, false, 0)
+            for word in ("Stream", "stream", "naarpc_s_"):
+                self.assertNotIn(word, text.replace("naarpc/codegen_support.h", ""), name)
+
+    def test_stream_parameters(self):
+        p, files = self.generate(idl(routine("Scale", 1, self.STREAMS)))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        h, cc, mock = files["x.naa.h"], files["x.naa.cc"], files["x.naa_mock.h"]
+        # Client: the span/vector form and the source/sink overload.
+        self.assertIn("      std::span<const float> data,\n      std::vector<uint16_t>* out,", h)
+        self.assertIn("      naarpc::codegen::StreamSource<float>& data,\n"
+                      "      naarpc::codegen::StreamSink<uint16_t>& out,", h)
+        self.assertIn(".stream = {.chunk_size = 1024, .window = 4}", cc)
+        self.assertIn(".stream = {.chunk_size = 6, .window = 1}", cc)
+        self.assertIn("async_runner_.Run([=, this, &data, &out] {", cc)
+        # Skeleton: readers and writers, the host's streams checked.
+        self.assertIn("naarpc::codegen::StreamReader<float>& data,", h)
+        self.assertIn("naarpc::codegen::StreamWriter<uint16_t>& out)", h)
+        self.assertIn("call.streams[1]->chunk_size() != 6 ||", cc)
+        self.assertIn("naarpc::codegen::StreamReader<float> naarpc_s_data(*call.streams[0]);", cc)
+        # Mocks of both overloads.
+        self.assertIn("// The streaming form of Scale (sources and sinks).", mock)
+
+    def test_the_ir_describes_streams(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.naa.yaml")
+            with open(path, "w") as f:
+                f.write(idl(routine("Scale", 1, self.STREAMS)))
+            ir = os.path.join(d, "x.json")
+            subprocess.run([IDLC, path, "--include_prefix", "t", "--out", ir], check=True)
+            with open(ir) as f:
+                r = json.load(f)["services"][0]["routines"][0]
+        self.assertTrue(r["has_streams"])
+        self.assertEqual(r["stream_count"], 2)
+        k, data, out = r["params"]
+        self.assertIsNone(k["stream"])
+        self.assertEqual(data["stream"], {"chunk": 256, "window": 4, "index": 0,
+                                          "chunk_bytes": 1024})
+        self.assertEqual(out["stream"]["index"], 1)
+        self.assertEqual(data["region_bytes"], 4096)
+        self.assertEqual(data["cpp"]["stream_client_type"],
+                         "naarpc::codegen::StreamSource<float>&")
+        self.assertEqual(k["naa_index"], 0)
+
+
 if __name__ == "__main__":
     unittest.main()
