@@ -397,7 +397,7 @@ class Builder {
           sink_.Error(so.At("chunk"), so.Path("chunk"),
                       "stream '" + shown + "' has chunks of " + std::to_string(bytes) +
                           " bytes; a chunk is limited to " + std::to_string(kMaxStreamChunkBytes) +
-                          " bytes (8 MiB, the 24-bit length of a stream frame)");
+                          " bytes (8 MiB, docs/protocol.md 15.1)");
           prm.stream->chunk = 1;
         }
       }
