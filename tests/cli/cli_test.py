@@ -729,6 +729,19 @@ class BenchTest(unittest.TestCase):
                 for plot in ("latency", "throughput", "scaling"):
                     self.assertEqual(png_size("%s_%s.png" % (prefix, plot)), (960, 600), plot)
 
+    def test_plot_paths_and_missing_gnuplot(self):
+        prefix = os.path.join(self.tmp, "it's plots")
+        rc, out, err = self.bench("Types.U8", "--no-baseline", "--plot", prefix)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(png_size(prefix + "_scaling.png"), (960, 600))
+        env = clean_env(PATH="/nonexistent")
+        rc, out, err = run("bench", "--idl", TYPES, "--target", "127.0.0.1:%d" % self.server.port,
+                           "--transport", "emulated", "--duration", "0.01", "--no-baseline",
+                           "Types.U8", "--plot", os.path.join(self.tmp, "x"), env=env)
+        self.assertEqual(rc, EXIT_FAILURE, err)
+        self.assertIn("--plot: cannot run gnuplot", err)
+        self.assertIn("gnuplot-nox", err)
+
     def test_no_baseline_fixed_size(self):
         csv = os.path.join(self.tmp, "fixed.csv")
         rc, out, err = self.bench("Types.F64", "--no-baseline", "--csv", csv)

@@ -1,9 +1,11 @@
 #include "tools/naarpc/bench.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +71,21 @@ std::string Human(uint64_t b) {
     std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(b));
   }
   return buf;
+}
+
+// A gnuplot single-quoted string.
+std::string Quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// "64 B", "4 KiB", "1 MiB" (plot labels).
+std::string SizeLabel(uint64_t b) {
+  const std::string h = Human(b);
+  return std::isdigit(static_cast<unsigned char>(h.back()))
+             ? h + " B"
+             : h.substr(0, h.size() - 1) + " " + h.back() + "iB";
 }
 
 // This host's address on the route to `host` (UDP connect: nothing is
@@ -266,12 +284,12 @@ Result<Point> Measure(std::vector<std::unique_ptr<Client>>& clients,
 struct NaarpcClient {
   std::unique_ptr<DynamicCall> call;
   const std::map<std::string, Value>* inputs = nullptr;
-  std::map<std::string, Value> outputs;
   std::chrono::milliseconds deadline{0};
 };
 
 Status CallOnce(NaarpcClient& c) {
-  return c.call->Invoke(*c.inputs, &c.outputs, Deadline::After(c.deadline));
+  // Outputs stay in the registered buffers, as the raw ping-pong's do.
+  return c.call->Invoke(*c.inputs, nullptr, Deadline::After(c.deadline));
 }
 
 struct RawClient {
@@ -340,61 +358,78 @@ std::string Block(const std::string& name, const std::vector<Point>& points,
 
 Status Plot(const std::string& prefix, const std::string& title, const std::vector<Point>& points,
             const BenchOptions& o, const std::vector<uint64_t>& sizes) {
-  if (access("/usr/bin/gnuplot", X_OK) != 0 && system("command -v gnuplot >/dev/null 2>&1") != 0) {
-    return NotFoundError(
-        "--plot: gnuplot is not installed (apt-get install gnuplot-nox), or "
-        "omit --plot; the CSV has the numbers");
-  }
   std::string s;
   s += "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
        "{ set terminal pngcairo size 960,600 noenhanced } "
        "else { set terminal png size 960,600 noenhanced }\n";
   s += "set grid\nset key top left\n";
   const bool log_x = sizes.size() > 1;
-  // Latency and throughput vs size, per client count.
+  // One colour per client count (latency, throughput) or size (scaling):
+  // naarpc solid, its p99 dashed, raw dotted with open points.
+  auto style = [](int i, int kind) {
+    const std::string lc = " lc " + std::to_string(i + 1);
+    switch (kind) {
+      case 0:
+        return "with linespoints" + lc + " pt 7";
+      case 1:
+        return "with linespoints" + lc + " dt 2 pt 7";
+      default:
+        return "with linespoints" + lc + " dt 3 pt 6";
+    }
+  };
   std::string lat = "plot ", thr = "plot ";
   int idx = 0;
   for (int c : o.clients) {
-    const std::string n = std::to_string(idx++);
+    const int i = idx++;
+    const std::string n = std::to_string(i);
     s += Block("n" + n, points, "naarpc", c, false, 0);
     s += Block("r" + n, points, "raw", c, false, 0);
     const std::string cl = std::to_string(c) + (c == 1 ? " client" : " clients");
-    lat += std::string(lat == "plot " ? "" : ", ") + "$n" + n +
-           " using 1:3 with linespoints title 'naarpc p50, " + cl + "', $n" + n +
-           " using 1:4 with linespoints dashtype 2 title 'naarpc p99, " + cl + "'";
-    thr += std::string(thr == "plot " ? "" : ", ") + "$n" + n +
-           " using 1:6 with linespoints title 'naarpc, " + cl + "'";
+    lat += std::string(lat == "plot " ? "" : ", ") + "$n" + n + " using 1:3 " + style(i, 0) +
+           " title 'naarpc p50, " + cl + "', $n" + n + " using 1:4 " + style(i, 1) +
+           " title 'naarpc p99, " + cl + "'";
+    thr += std::string(thr == "plot " ? "" : ", ") + "$n" + n + " using 1:6 " + style(i, 0) +
+           " title 'naarpc, " + cl + "'";
     if (o.baseline) {
-      lat += ", $r" + n + " using 1:3 with linespoints title 'raw p50, " + cl + "'";
-      thr += ", $r" + n + " using 1:6 with linespoints dashtype 2 title 'raw, " + cl + "'";
+      lat += ", $r" + n + " using 1:3 " + style(i, 2) + " title 'raw p50, " + cl + "'";
+      thr += ", $r" + n + " using 1:6 " + style(i, 2) + " title 'raw, " + cl + "'";
     }
   }
-  s += "set xlabel 'payload bytes per call'\n";
+  std::string size_tics;
+  for (uint64_t size : sizes) {
+    size_tics += std::string(size_tics.empty() ? "" : ", ") + "'" + SizeLabel(size) + "' " +
+                 std::to_string(std::max<uint64_t>(size, 1));
+  }
+  s += "set xlabel 'payload bytes per call'\nset xtics (" + size_tics + ")\n";
   if (log_x) s += "set logscale x 2\n";
-  s += "set output '" + prefix + "_latency.png'\n";
-  s += "set title '" + title + ": latency vs size'\nset ylabel 'microseconds'\nset logscale y\n";
+  s += "set output " + Quote(prefix + "_latency.png") + "\n";
+  s += "set title " + Quote(title + ": latency vs size") +
+       "\nset ylabel 'microseconds'\nset logscale y\n";
   s += lat + "\n";
-  s += "set output '" + prefix + "_throughput.png'\n";
-  s += "set title '" + title + ": throughput vs size'\nset ylabel 'MB/s (both directions)'\n";
+  s += "set output " + Quote(prefix + "_throughput.png") + "\n";
+  s += "set title " + Quote(title + ": throughput vs size") +
+       "\nset ylabel 'MB/s (both directions)'\n";
   s += thr + "\n";
   // Scaling: calls/s vs clients, per size.
+  std::string client_tics;
+  for (int c : o.clients) client_tics += (client_tics.empty() ? "" : ", ") + std::to_string(c);
   s += "unset logscale x\nset logscale y\nset xlabel 'clients'\nset ylabel 'calls/s'\n";
-  s += "set xtics 1\n";
+  s += "set xtics (" + client_tics + ")\n";
   std::string sc = "plot ";
   idx = 0;
   for (uint64_t size : sizes) {
-    const std::string n = std::to_string(idx++);
+    const int i = idx++;
+    const std::string n = std::to_string(i);
     s += Block("s" + n, points, "naarpc", 0, true, size);
     s += Block("q" + n, points, "raw", 0, true, size);
-    sc += std::string(sc == "plot " ? "" : ", ") + "$s" + n +
-          " using 2:5 with linespoints title 'naarpc, " + Human(size) + " B'";
+    sc += std::string(sc == "plot " ? "" : ", ") + "$s" + n + " using 2:5 " + style(i, 0) +
+          " title 'naarpc, " + SizeLabel(size) + "'";
     if (o.baseline) {
-      sc +=
-          ", $q" + n + " using 2:5 with linespoints dashtype 2 title 'raw, " + Human(size) + " B'";
+      sc += ", $q" + n + " using 2:5 " + style(i, 2) + " title 'raw, " + SizeLabel(size) + "'";
     }
   }
-  s += "set output '" + prefix + "_scaling.png'\n";
-  s += "set title '" + title + ": scaling vs clients'\n" + sc + "\nset output\n";
+  s += "set output " + Quote(prefix + "_scaling.png") + "\n";
+  s += "set title " + Quote(title + ": scaling vs clients") + "\n" + sc + "\nset output\n";
 
   const std::string log = prefix + "_gnuplot.log";
   const std::string script = prefix + "_plots.gp";
@@ -403,8 +438,26 @@ Status Plot(const std::string& prefix, const std::string& title, const std::vect
     out << s;
     if (!out) return InternalError("--plot: cannot write " + script);
   }
-  const std::string cmd = "gnuplot '" + script + "' >'" + log + "' 2>&1";
-  const int rc = system(cmd.c_str());
+  // gnuplot SCRIPT, its output into the log (no shell: any path works).
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  std::string arg0 = "gnuplot", arg1 = script;
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    return FailedPreconditionError(
+        "--plot: cannot run gnuplot (" + std::string(std::strerror(spawned)) +
+        "): install gnuplot-nox (apt-get install gnuplot-nox), or omit --plot; "
+        "the CSV has the numbers");
+  }
+  int rc = 0;
+  while (waitpid(pid, &rc, 0) < 0 && errno == EINTR) {
+  }
   if (rc != 0) {
     return InternalError("--plot: gnuplot failed (exit " + std::to_string(WEXITSTATUS(rc)) +
                          "); its messages are in " + log + ", the script in " + script);

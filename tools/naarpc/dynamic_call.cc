@@ -61,7 +61,7 @@ Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
 
 Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                            std::map<std::string, Value>* outputs, Deadline deadline) {
-  const std::string name = full_name();
+  const std::string& name = name_;
   // Every input present and sized as the IDL says; no unknown names.
   for (const auto& [param_name, value] : inputs) {
     const idl::Param* p = routine_.FindParam(param_name);
@@ -112,7 +112,6 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
     return codegen::AnnotateCallStatus(
         status, name, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
   }
-  if (outputs == nullptr) return Status::Ok();
   for (const idl::Param& p : routine_.params) {
     if (!p.is_output()) continue;
     std::span<const std::byte> buffer = session_->buffer(p.index);
@@ -125,12 +124,12 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                              std::to_string(p.count));
       }
     }
-    Value v;
-    v.count = count;
     const size_t bytes = count * idl::Describe(p.type).size;
-    v.data.assign(buffer.begin() + p.data_offset(), buffer.begin() + p.data_offset() + bytes);
     last_bytes_received_ += p.data_offset() + bytes;
-    (*outputs)[p.name] = std::move(v);
+    if (outputs == nullptr) continue;
+    Value& v = (*outputs)[p.name];
+    v.count = count;
+    v.data.assign(buffer.begin() + p.data_offset(), buffer.begin() + p.data_offset() + bytes);
   }
   return Status::Ok();
 }

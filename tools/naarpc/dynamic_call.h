@@ -61,7 +61,8 @@ class DynamicCall {
 
   // Runs the routine. `inputs` holds a value for every input (in, inout)
   // parameter, by name; on success `outputs` gets every output (out, inout)
-  // parameter. A non-zero NAA status is kNaaError whose message names the
+  // parameter (nullptr: they stay in the session's buffers, uncopied). A
+  // non-zero NAA status is kNaaError whose message names the
   // status by its IDL name ("Math.Divide: NAA status 0x11 DIVISION_BY_ZERO").
   // Missing, unknown or mis-sized inputs are kInvalidArgument; nothing is
   // sent then.
@@ -72,15 +73,19 @@ class DynamicCall {
   uint64_t last_bytes_sent() const { return last_bytes_sent_; }
   uint64_t last_bytes_received() const { return last_bytes_received_; }
   ClientSession& session() { return *session_; }
-  std::string full_name() const { return service_.name + "." + routine_.name; }
+  const std::string& full_name() const { return name_; }
 
  private:
   DynamicCall(const idl::Service& service, const idl::Routine& routine,
               std::unique_ptr<ClientSession> session)
-      : service_(service), routine_(routine), session_(std::move(session)) {}
+      : service_(service),
+        routine_(routine),
+        name_(service.name + "." + routine.name),
+        session_(std::move(session)) {}
 
   const idl::Service& service_;
   const idl::Routine& routine_;
+  const std::string name_;
   std::unique_ptr<ClientSession> session_;
   uint64_t last_bytes_sent_ = 0;
   uint64_t last_bytes_received_ = 0;
