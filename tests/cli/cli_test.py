@@ -598,6 +598,16 @@ class ErrorsTest(unittest.TestCase):
             self.assertEqual(rc, EXIT_USAGE, target)
             self.assertIn(message, err)
 
+    def test_ipv6_targets(self):
+        # Bracketed IPv6 in --target and in NAA_SPEC (nothing listens there).
+        port = free_port()
+        for args, env in ((["--target", "[::1]:%d" % port], clean_env()),
+                          ([], clean_env(NAA_SPEC="[::1]:%d:5:3" % port))):
+            rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", *args, "Dot",
+                               "--in", "a=[1]", "--in", "b=[1]", env=env)
+            self.assertEqual(rc, EXIT_UNREACHABLE, err)
+            self.assertIn("listening on [::1]:%d over the emulated transport" % port, err)
+
     def test_no_target_no_naa_spec(self):
         rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in", "b=[1]")
         self.assertEqual(rc, EXIT_USAGE)
@@ -664,6 +674,15 @@ class ErrorsTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
         self.assertIn("1 call(s) on 2 connection(s)", server.output)
+
+    def test_serve_port_file(self):
+        port_file = os.path.join(tempfile.mkdtemp(), "port")
+        server = naarpc_serve(TYPES, "--port-file", port_file)
+        try:
+            with open(port_file) as f:  # written before the listening line
+                self.assertEqual(int(f.read()), server.port)
+        finally:
+            self.assertEqual(server.stop(), 0)
 
 
 # ---- bench ------------------------------------------------------------------------------------

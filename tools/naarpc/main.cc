@@ -200,7 +200,8 @@ std::string Hint(const Status& s, const Target& t, const std::string& transport)
   switch (s.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kNotFound:
-      return "is an NAA (e.g. `naarpc serve`) listening on " + t.host + ":" +
+      return "is an NAA (e.g. `naarpc serve`) listening on " +
+             (t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host) + ":" +
              std::to_string(t.port) + " over the " + transport +
              " transport? (--target, --transport)";
     case StatusCode::kDeadlineExceeded:
@@ -437,6 +438,13 @@ struct ServeArgs {
 };
 
 int Serve(const ServeArgs& a) {
+  // Signals are taken synchronously (sigwait), so block them before any
+  // thread (transport, server) starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   auto idl = LoadIdl(a.idl);
   if (!idl.ok()) return kExitIdl;
   std::vector<const idl::Service*> services;
@@ -470,13 +478,6 @@ int Serve(const ServeArgs& a) {
   auto transport = NewTransport(a.transport, a.device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
 
-  // Signals are taken synchronously (sigwait), so block them before any
-  // thread starts.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   ServerOptions options;
   options.max_regions = a.max_regions;
@@ -494,20 +495,21 @@ int Serve(const ServeArgs& a) {
       NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler, options);
   if (!server.ok()) return Fail(kExitUnreachable, server.status().ToString());
   const uint16_t port = (*server)->port();
-  std::printf(
-      "naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
-      "stops\n%s",
-      a.address.c_str(), unsigned{port}, idl->path.c_str(),
-      std::string((*transport)->name()).c_str(), a.dialect.c_str(), (*naa)->Describe().c_str());
-  std::fflush(stdout);
   if (!a.port_file.empty()) {
-    // Written whole, then renamed: a reader never sees a partial file.
+    // Written whole, then renamed (a reader never sees a partial file),
+    // before the listening line.
     const std::string tmp = a.port_file + ".tmp";
     { std::ofstream(tmp) << port << "\n"; }
     if (std::rename(tmp.c_str(), a.port_file.c_str()) != 0) {
       return Fail(kExitFailure, "cannot write --port-file " + a.port_file);
     }
   }
+  std::printf(
+      "naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
+      "stops\n%s",
+      a.address.c_str(), unsigned{port}, idl->path.c_str(),
+      std::string((*transport)->name()).c_str(), a.dialect.c_str(), (*naa)->Describe().c_str());
+  std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
   std::printf("naarpc serve: %llu call(s) on %llu connection(s); shutting down\n",
