@@ -223,7 +223,7 @@ class CallServeBase:
         cls.echo = naarpc_serve(TYPES)
         cls.inc = naarpc_serve(TYPES, "--kernel", "increment", "--kernel", "Var=echo",
                                "--kernel", "Types.U8=zeros", "--kernel", "I8=fail:BAD_INPUT",
-                               "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:1500")
+                               "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:3000")
         cls.tmp = tempfile.mkdtemp()
 
     @classmethod
@@ -413,7 +413,7 @@ class CallServeBase:
         self.assertIn("hint: raise --deadline", err)
 
     def test_progress_bar_only_on_a_terminal(self):
-        # The kernel sleeps 1.5 s: longer than the bar's 1 s threshold.
+        # The kernel sleeps 3 s: well beyond the bar's 1 s threshold.
         args = [NAARPC, "call", "--idl", TYPES, "--target", "127.0.0.1:%d" % self.inc.port,
                 "--transport", "emulated", "--dialect", self.DIALECT, "I32", "--in",
                 "x=[1, 2, 3]"]
