@@ -405,6 +405,12 @@ class CallServeBase:
         rc, out, err = self.call(self.inc, "I16", "--in", "x=[1, 2, 3]")
         self.assertEqual(rc, EXIT_NAA_STATUS)
         self.assertIn("0x42", err)
+        rc, out, err = self.call(self.inc, "I8", "--in", "x=[1, 2, 3]", "--json")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        doc = json.loads(out)
+        self.assertEqual((doc["routine"], doc["status"], doc["code"], doc["calls"]),
+                         ("Types.I8", "BAD_INPUT", 0x20, 0))
+        self.assertIn("the input was refused", doc["error"])
 
     def test_deadline(self):
         rc, out, err = self.call(self.inc, "I32", "--in", "x=[1, 2, 3]", "--deadline", "200")

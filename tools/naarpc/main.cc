@@ -367,6 +367,17 @@ int Call(const CallArgs& a) {
       if (a.repeat > 1)
         msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
       const std::string hint = Hint(s, *target, a.common.transport);
+      if (a.json) {
+        // Scripts get the status on stdout too.
+        nlohmann::ordered_json j;
+        j["routine"] = service->name + "." + routine->name;
+        j["status"] = s.wire_code() ? StatusName(*service, *s.wire_code())
+                                    : std::string(StatusCodeName(s.code()));
+        j["code"] = s.wire_code() ? nlohmann::ordered_json(*s.wire_code()) : nullptr;
+        j["error"] = msg;
+        j["calls"] = i;
+        std::printf("%s\n", j.dump(2).c_str());
+      }
       return Fail(ExitFor(s), msg + (hint.empty() ? "" : "\n  hint: " + hint));
     }
     bytes += (*call)->last_bytes_sent() + (*call)->last_bytes_received();
