@@ -26,6 +26,7 @@ BAD_IDL = os.path.abspath("tests/cli/testdata/bad.naa.yaml")
 VECTOR = os.path.abspath("services/vector/vector.naa.yaml")
 CHECKED = os.path.abspath("services/checked/checked.naa.yaml")
 INCREMENT = os.path.abspath("services/increment/increment.naa.yaml")
+STREAM = os.path.abspath("services/stream/stream.naa.yaml")
 
 # Only turns a hang into a failure; no test relies on it.
 HANG_GUARD_S = 120
@@ -182,6 +183,22 @@ class DescribeTest(unittest.TestCase):
         self.assertEqual([r["name"] for r in routines], ["Dot"])
         self.assertEqual(routines[0]["params"][0]["elements"], 65536)
         self.assertTrue(routines[0]["params"][0]["variable"])
+
+    def test_streams(self):
+        rc, out, err = run("describe", STREAM, "StreamOps.Transform")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("in    data: u32 stream, chunks of 16384, window 4  ring 256 KiB", out)
+        rc, out, err = run("describe", "--json", STREAM, "StreamOps.Transform")
+        self.assertEqual(rc, EXIT_OK, err)
+        params = json.loads(out)["services"][0]["routines"][0]["params"]
+        self.assertEqual([p["stream"] for p in params],
+                         [None, {"chunk": 16384, "window": 4}, {"chunk": 16384, "window": 4}])
+        # call and bench do not drive streams, and say so.
+        for cmd in ("call", "bench"):
+            rc, out, err = run(cmd, "--idl", STREAM, "--target", "127.0.0.1:1", "Transform",
+                               *(["--in", "factor=2"] if cmd == "call" else []))
+            self.assertEqual(rc, EXIT_USAGE, err)
+            self.assertIn("StreamOps.Transform has stream parameters", err)
 
     def test_unknown_selector(self):
         rc, out, err = run("describe", VECTOR, "VectorArith.Nope")

@@ -502,9 +502,9 @@ Status RunBench(const BenchOptions& o) {
   const idl::Routine& r = *o.routine;
   const std::string name = o.service->name + "." + r.name;
   if (HasStreams(r)) {
-    return FailedPreconditionError(name +
-                                   " has stream parameters; naarpc bench does not drive "
-                                   "streams (docs/streams.md)");
+    return InvalidArgumentError(name +
+                                " has stream parameters; naarpc bench does not drive "
+                                "streams (docs/streams.md)");
   }
   std::vector<uint64_t> sizes = o.sizes;
   bool has_variable_input = false;
