@@ -505,7 +505,7 @@ class CallServeBase:
         self.assertIn("has no parameter 'z' (inputs: x)", err)
         rc, out, err = self.call(self.echo, "F32", "--in", "y=zeros")
         self.assertEqual(rc, EXIT_USAGE)
-        self.assertIn("parameter is an output", err)
+        self.assertIn("--in y: 'y' is an output of Types.F32 (inputs: x)", err)
         rc, out, err = self.call(self.echo, "F32", "--in", "x")
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("write NAME=VALUE", err)

@@ -287,10 +287,11 @@ int Call(const CallArgs& a) {
       for (const idl::Param& q : routine->params) {
         if (q.is_input()) names += (names.empty() ? "" : ", ") + q.name;
       }
-      return Fail(kExitUsage,
-                  "--in " + name + ": " + service->name + "." + routine->name +
-                      (p == nullptr ? " has no parameter '" : " parameter is an output: '") + name +
-                      "' (inputs: " + names + ")");
+      const std::string full = service->name + "." + routine->name;
+      return Fail(kExitUsage, "--in " + name + ": " +
+                                  (p == nullptr ? full + " has no parameter '" + name + "'"
+                                                : "'" + name + "' is an output of " + full) +
+                                  " (inputs: " + names + ")");
     }
     if (inputs.count(name)) return Fail(kExitUsage, "--in " + name + " given twice");
     auto v = ParseValue(*p, in.substr(eq + 1));
@@ -340,7 +341,7 @@ int Call(const CallArgs& a) {
   auto call = DynamicCall::Open(**transport, target->host, target->port, *service, *routine,
                                 options, Deadline::After(budget));
   if (!call.ok()) {
-    const std::string hint = Hint(call.status(), *target, a.common.transport);
+    const std::string hint = Hint(call.status(), *target, side->transport);
     return Fail(ExitFor(call.status()),
                 call.status().ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
   }
@@ -366,7 +367,7 @@ int Call(const CallArgs& a) {
       }
       if (a.repeat > 1)
         msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
-      const std::string hint = Hint(s, *target, a.common.transport);
+      const std::string hint = Hint(s, *target, side->transport);
       if (a.json) {
         // Scripts get the status on stdout too.
         nlohmann::ordered_json j;
@@ -488,7 +489,6 @@ int Serve(const ServeArgs& a) {
 
   auto transport = NewTransport(a.transport, a.device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
-
 
   ServerOptions options;
   options.max_regions = a.max_regions;
