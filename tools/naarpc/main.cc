@@ -601,7 +601,7 @@ int Bench(const BenchArgs& a) {
   o.device = side->device;
   Status s = RunBench(o);
   if (!s.ok()) {
-    const std::string hint = Hint(s, *target, a.common.transport);
+    const std::string hint = Hint(s, *target, o.transport);
     return Fail(ExitFor(s), s.ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
   }
   return kExitOk;
