@@ -213,9 +213,12 @@ class FileSink final : public StreamSink<T> {
 // or sink bound to it. Chunks reach them in place, as elements.
 class StreamBindings final : public StreamHandler {
  public:
+  // Stream `stream` (< kMaxStreams) reads from `source`, which must outlive
+  // the call.
   template <typename T>
   void Bind(size_t stream, StreamSource<T>& source) {
-    produce_.at(stream) = [&source](std::span<std::byte> slot) -> Result<size_t> {
+    if (stream >= produce_.size()) return;  // Produce reports it unbound
+    produce_[stream] = [&source](std::span<std::byte> slot) -> Result<size_t> {
       const std::optional<std::span<T>> chunk = stream_internal::As<T>(slot);
       if (!chunk) return InternalError("stream slot is not a whole, aligned number of elements");
       NAARPC_ASSIGN_OR_RETURN(const size_t n, source.Read(*chunk));
@@ -228,7 +231,8 @@ class StreamBindings final : public StreamHandler {
   }
   template <typename T>
   void Bind(size_t stream, StreamSink<T>& sink) {
-    consume_.at(stream) = [&sink](std::span<const std::byte> bytes, bool end) -> Status {
+    if (stream >= consume_.size()) return;  // Consume reports it unbound
+    consume_[stream] = [&sink](std::span<const std::byte> bytes, bool end) -> Status {
       const std::optional<std::span<const T>> chunk = stream_internal::As<const T>(bytes);
       if (!chunk) {
         return ProtocolError("output stream chunk of " + std::to_string(bytes.size()) +
