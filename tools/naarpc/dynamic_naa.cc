@@ -228,7 +228,7 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
   for (const idl::Param& p : r.params) {
     if (!p.is_output()) continue;
     const idl::Param* src = &p;
-    if (!p.is_input()) src = inputs[next_input++ % inputs.size()];
+    if (!p.is_input() && !inputs.empty()) src = inputs[next_input++ % inputs.size()];
     NaaRegion& out = call.params[p.index];
     const std::span<std::byte> out_data = out.data.subspan(p.data_offset());
     const uint32_t out_size = idl::Describe(p.type).size;
