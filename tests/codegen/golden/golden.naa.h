@@ -987,6 +987,10 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   //   seed: in, 1 x u32
   //   data: in stream, chunks of 1024 x f32, window 4; the samples
   //   sum: out, 1 x f64
+  // Streams: read each input chunk in place (Next(), empty at the end) and
+  // write the outputs (NextSlot() + Commit(), or Write() + Close()); on a
+  // stream error just return: the call then fails with that error (0x05;
+  // 0x04 for a chunk that is not whole elements) whatever you return.
   virtual StreamerError Digest(
       const naarpc::NaaCall& call,
       uint32_t seed,
@@ -996,6 +1000,10 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   // Convert (function code 3, timeout 10000 ms): Streams only, in and out.
   //   src: in stream, chunks of 7 x u16, window 1
   //   dst: out stream, chunks of 5 x i64, window 61
+  // Streams: read each input chunk in place (Next(), empty at the end) and
+  // write the outputs (NextSlot() + Commit(), or Write() + Close()); on a
+  // stream error just return: the call then fails with that error (0x05;
+  // 0x04 for a chunk that is not whole elements) whatever you return.
   virtual StreamerError Convert(
       const naarpc::NaaCall& call,
       naarpc::codegen::StreamReader<uint16_t>& src,
@@ -1016,6 +1024,10 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   //   a11: in, 1 x u8
   //   out: out stream, chunks of 16 x u8, window 2
   //   total: out, 1 x u32
+  // Streams: read each input chunk in place (Next(), empty at the end) and
+  // write the outputs (NextSlot() + Commit(), or Write() + Close()); on a
+  // stream error just return: the call then fails with that error (0x05;
+  // 0x04 for a chunk that is not whole elements) whatever you return.
   virtual StreamerError Wide(
       const naarpc::NaaCall& call,
       uint8_t a0,
