@@ -793,6 +793,32 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(len(lines), 2)
         self.assertIn(",naarpc,24,1,", lines[1])
 
+    def test_inputs_against_the_example_server(self):
+        # Random i64 would be refused (NEGATIVE_INPUT): --in picks the values.
+        server = example_server()
+        try:
+            csv = os.path.join(self.tmp, "isqrt.csv")
+            rc, out, err = run("bench", "--idl", CHECKED, "--target",
+                               "127.0.0.1:%d" % server.port, "--transport", "emulated",
+                               "--duration", "0.05", "CheckedMath.Isqrt", "--in", "x=seq",
+                               "--sizes", "64,1K", "--csv", csv)
+            self.assertEqual(rc, EXIT_OK, err)
+            with open(csv) as f:
+                self.assertEqual(len(f.read().splitlines()), 5)
+            rc, out, err = run("bench", "--idl", CHECKED, "--target",
+                               "127.0.0.1:%d" % server.port, "--transport", "emulated",
+                               "--duration", "0.05", "Isqrt", "--in", "x=[-1, 2]")
+            self.assertEqual(rc, EXIT_NAA_STATUS, err)
+            self.assertIn("NEGATIVE_INPUT", err)
+        finally:
+            server.stop()
+        rc, out, err = self.bench("Shapes.Var", "--in", "data=[1, 2]", "--sizes", "64")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("with --sizes, a variable-length input takes a generator", err)
+        rc, out, err = self.bench("Shapes.Var", "--in", "echo=zeros")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("write NAME=VALUE for an input of Shapes.Var", err)
+
     def test_bench_errors(self):
         rc, out, err = self.bench("Shapes.Var", "--sizes", "2M")
         self.assertEqual(rc, EXIT_USAGE)

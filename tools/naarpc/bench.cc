@@ -302,12 +302,18 @@ Status RawOnce(RawClient& c) {
 }
 
 // The inputs of one call of payload `size` (0: every parameter full).
-Result<std::map<std::string, Value>> InputsFor(const idl::Routine& r, uint64_t size) {
+Result<std::map<std::string, Value>> InputsFor(const BenchOptions& o, uint64_t size) {
   std::map<std::string, Value> inputs;
-  for (const idl::Param& p : r.params) {
+  for (const idl::Param& p : o.routine->params) {
     if (!p.is_input()) continue;
-    std::string spec = "random";
+    auto given = o.inputs.find(p.name);
+    std::string spec = given == o.inputs.end() ? "random" : given->second;
     if (p.variable && size != 0) {
+      if (spec != "random" && spec != "seq" && spec != "zeros") {
+        return InvalidArgumentError("--in " + p.name + "=" + spec +
+                                    ": with --sizes, a variable-length input takes a generator "
+                                    "(zeros, seq or random; the size sets its length)");
+      }
       const uint64_t n = size / idl::Describe(p.type).size;
       if (n > p.count) {
         return InvalidArgumentError("--sizes " + Human(size) + ": parameter '" + p.name +
@@ -317,7 +323,9 @@ Result<std::map<std::string, Value>> InputsFor(const idl::Routine& r, uint64_t s
       }
       spec += ":" + std::to_string(n);
     }
-    NAARPC_ASSIGN_OR_RETURN(inputs[p.name], ParseValue(p, spec));
+    auto value = ParseValue(p, spec);
+    if (!value.ok()) return value.status().WithContext("--in " + p.name);
+    inputs[p.name] = std::move(*value);
   }
   return inputs;
 }
@@ -518,7 +526,7 @@ Status RunBench(const BenchOptions& o) {
   std::vector<std::map<std::string, Value>> inputs;
   if (sizes.empty()) sizes.push_back(0);
   for (uint64_t size : sizes) {
-    NAARPC_ASSIGN_OR_RETURN(auto in, InputsFor(r, size));
+    NAARPC_ASSIGN_OR_RETURN(auto in, InputsFor(o, size));
     inputs.push_back(std::move(in));
   }
   const int max_clients = *std::max_element(o.clients.begin(), o.clients.end());

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,9 @@ struct BenchOptions {
   // variable-length input (bytes / element size). Empty: the routine's full
   // size once.
   std::vector<uint64_t> sizes;
+  // --in NAME=SPEC per input (ParseValue); unnamed inputs are random. With
+  // sizes, variable-length inputs take a generator: zeros, seq or random.
+  std::map<std::string, std::string> inputs;
   std::vector<int> clients{1};               // concurrent clients (threads, a session each)
   std::chrono::milliseconds duration{2000};  // per (size, clients) point
   bool baseline = true;                      // measure the raw transport ping-pong too

@@ -536,6 +536,7 @@ int Serve(const ServeArgs& a) {
 struct BenchArgs {
   CommonArgs common;
   std::string routine, sizes, clients = "1", csv, plot;
+  std::vector<std::string> inputs;
   double duration_s = 2;
   bool no_baseline = false;
 };
@@ -575,6 +576,16 @@ int Bench(const BenchArgs& a) {
     auto sizes = SplitList<uint64_t>(a.sizes, "--sizes", &ParseSize);
     if (!sizes.ok()) return Fail(kExitUsage, sizes.status().message());
     o.sizes = *sizes;
+  }
+  for (const std::string& in : a.inputs) {
+    const size_t eq = in.find('=');
+    const idl::Param* p =
+        eq == std::string::npos ? nullptr : o.routine->FindParam(in.substr(0, eq));
+    if (p == nullptr || !p->is_input()) {
+      return Fail(kExitUsage, "--in " + in + ": write NAME=VALUE for an input of " +
+                                  o.service->name + "." + o.routine->name);
+    }
+    o.inputs[p->name] = in.substr(eq + 1);
   }
   auto clients = SplitList<int>(a.clients, "--clients", &ParseClients);
   if (!clients.ok()) return Fail(kExitUsage, clients.status().message());
@@ -717,6 +728,9 @@ int Main(int argc, char** argv) {
                 "payload bytes per call, e.g. 64,4K,1M,64M (sets the element count of the "
                 "variable-length inputs); default: the routine's full size");
   b->add_option("--clients", bench.clients, "client counts, e.g. 1,2,4,8")->capture_default_str();
+  b->add_option("--in", bench.inputs,
+                "NAME=VALUE for an input, as for call (default random); with --sizes a "
+                "variable-length input takes zeros, seq or random");
   b->add_option("--duration", bench.duration_s, "seconds per (size, clients) point")
       ->capture_default_str();
   b->add_option("--csv", bench.csv, "write the results as CSV");
