@@ -193,12 +193,19 @@ class DescribeTest(unittest.TestCase):
         params = json.loads(out)["services"][0]["routines"][0]["params"]
         self.assertEqual([p["stream"] for p in params],
                          [None, {"chunk": 16384, "window": 4}, {"chunk": 16384, "window": 4}])
-        # call and bench do not drive streams, and say so.
-        for cmd in ("call", "bench"):
-            rc, out, err = run(cmd, "--idl", STREAM, "--target", "127.0.0.1:1", "Transform",
-                               *(["--in", "factor=2"] if cmd == "call" else []))
-            self.assertEqual(rc, EXIT_USAGE, err)
-            self.assertIn("StreamOps.Transform has stream parameters", err)
+        # bench does not drive streams, and says so.
+        rc, out, err = run("bench", "--idl", STREAM, "--target", "127.0.0.1:1", "Transform")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("StreamOps.Transform has stream parameters", err)
+        # A stream's length comes from its value.
+        rc, out, err = run("call", "--idl", STREAM, "--target", "127.0.0.1:1", "Transform",
+                           "--in", "factor=2", "--in", "data=seq")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("parameter 'data' is a stream: give its length, e.g. seq:1000", err)
+        rc, out, err = run("call", "--idl", STREAM, "--target", "127.0.0.1:1", "Transform",
+                           "--in", "factor=2")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("missing --in data=... (in, stream of u32; e.g. data=seq:1000", err)
 
     def test_unknown_selector(self):
         rc, out, err = run("describe", VECTOR, "VectorArith.Nope")
@@ -573,6 +580,36 @@ class CallExampleServerBase:
         rc, out, err = self.call(CHECKED, "Divide", "--in", "a=[7, -9]", "--in", "b=[2, 3]")
         self.assertEqual(rc, EXIT_OK, err)
         self.assertIn("q = [3, -3]", out)
+
+    def test_streams(self):
+        rc, out, err = self.call(STREAM, "StreamOps.Transform", "--in", "factor=3", "--in",
+                                 "data=[1, 2, 3]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("out = [4, 7, 10]", out)
+        # Several chunks each way (16384 u32 a chunk), on one connection.
+        rc, out, err = self.call(STREAM, "Transform", "--in", "factor=2", "--in",
+                                 "data=seq:40000", "--repeat", "2", "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"]["out"], [2 * i + 1 for i in range(40000)])
+        data = bytes(i % 256 for i in range(100000))
+        src = os.path.join(tempfile.mkdtemp(), "data.bin")
+        with open(src, "wb") as f:
+            f.write(data)
+        fnv = 0xcbf29ce484222325
+        for b in data:
+            fnv = ((fnv ^ b) * 0x100000001b3) % (1 << 64)
+        rc, out, err = self.call(STREAM, "Checksum", "--in", "data=@" + src, "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"]["digest"], [sum(data), len(data), 2, fnv])
+        rc, out, err = self.call(STREAM, "Generate", "--in", "count=70000", "--out",
+                                 "data=hex")
+        self.assertEqual(rc, EXIT_OK, err)
+        got = bytes.fromhex(out.split("data = ", 1)[1].split()[0])
+        self.assertEqual(got, bytes(i * 7 % 256 for i in range(70000)))
+        rc, out, err = self.call(STREAM, "Histogram", "--in", "limit=10", "--in",
+                                 "data=zeros:100")
+        self.assertEqual(rc, EXIT_NAA_STATUS)
+        self.assertIn("LIMIT_EXCEEDED", err)
 
     def test_naa_spec_discovery(self):
         spec = "127.0.0.1:%d:1:3,127.0.0.1:%d:5:3" % (self.server.port, self.server.port)

@@ -21,6 +21,72 @@ naarpc::Direction ToRuntime(idl::Direction d) {
 
 std::string TypeName(const idl::Param& p) { return std::string(idl::Describe(p.type).idl); }
 
+// The streams of one call, from and into memory, indexed as the session
+// numbers them (the order of the stream parameters): an input stream is read
+// from its Value chunk by chunk, an output stream appended to its Value.
+class MemoryStreams final : public StreamHandler {
+ public:
+  void AddInput(const idl::Param* param, const Value* value) {
+    streams_.push_back({param, value, 0, {}});
+  }
+  void AddOutput(const idl::Param* param) { streams_.push_back({param, nullptr, 0, {}}); }
+  bool empty() const { return streams_.empty(); }
+  // The output streams' values, by parameter name.
+  void MoveOutputs(std::map<std::string, Value>& outputs) {
+    for (Stream& s : streams_) {
+      if (s.input == nullptr) outputs[s.param->name] = std::move(s.output);
+    }
+  }
+  uint64_t bytes_received() const {
+    uint64_t n = 0;
+    for (const Stream& s : streams_) n += s.output.data.size();
+    return n;
+  }
+
+  Result<size_t> Produce(size_t stream, std::span<std::byte> slot) override {
+    if (stream >= streams_.size() || streams_[stream].input == nullptr) {
+      return InvalidArgumentError("no input stream " + std::to_string(stream));
+    }
+    Stream& s = streams_[stream];
+    const size_t n = std::min(slot.size(), s.input->data.size() - s.offset);
+    if (n != 0) std::memcpy(slot.data(), s.input->data.data() + s.offset, n);
+    s.offset += n;
+    return n;
+  }
+
+  Status Consume(size_t stream, std::span<const std::byte> chunk, bool end) override {
+    if (stream >= streams_.size() || streams_[stream].input != nullptr) {
+      return ProtocolError("no output stream " + std::to_string(stream));
+    }
+    Stream& s = streams_[stream];
+    if (s.output.data.size() + chunk.size() > kMaxOutputBytes) {
+      return ResourceExhaustedError("output stream '" + s.param->name +
+                                    "' is over 1 GiB, which naarpc call holds in memory");
+    }
+    s.output.data.insert(s.output.data.end(), chunk.begin(), chunk.end());
+    if (end) {
+      const uint32_t size = idl::Describe(s.param->type).size;
+      if (s.output.data.size() % size != 0) {
+        return ProtocolError("output stream '" + s.param->name + "' ended after " +
+                             std::to_string(s.output.data.size()) + " bytes, not whole " +
+                             TypeName(*s.param) + " elements");
+      }
+      s.output.count = s.output.data.size() / size;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 30;
+  struct Stream {
+    const idl::Param* param;
+    const Value* input;  // null: an output stream
+    size_t offset;       // input: bytes produced so far
+    Value output;
+  };
+  std::vector<Stream> streams_;
+};
+
 }  // namespace
 
 std::vector<RegionSpec> RegionsOf(const idl::Routine& routine) {
@@ -31,6 +97,11 @@ std::vector<RegionSpec> RegionsOf(const idl::Routine& routine) {
                        .direction = ToRuntime(p.direction),
                        .size = p.region_bytes(),
                        .single_send = p.single_send});
+    if (auto stream = StreamOf(p)) {
+      regions.back().stream = {
+          .chunk_size = static_cast<uint32_t>(stream->chunk * idl::Describe(p.type).size),
+          .window = stream->window};
+    }
   }
   for (const idl::Internal& i : routine.internals) {
     regions.push_back({.name = i.name,
@@ -74,6 +145,13 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                                   "); it takes no input");
     }
     const uint64_t want_bytes = value.count * idl::Describe(p->type).size;
+    if (StreamOf(*p)) {
+      if (value.data.size() != want_bytes) {
+        return InvalidArgumentError(name + ": stream '" + param_name + "' is not whole " +
+                                    TypeName(*p) + " elements; nothing was sent");
+      }
+      continue;
+    }
     if ((p->variable ? value.count > p->count : value.count != p->count) ||
         value.data.size() != want_bytes) {
       return InvalidArgumentError(name + ": parameter '" + param_name + "' " +
@@ -84,9 +162,11 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
   }
   std::vector<uint64_t> send_lengths(session_->region_count(), 0);
   uint64_t sent = 0;
+  MemoryStreams streams;
   for (const idl::Param& p : routine_.params) {
     std::span<std::byte> buffer = session_->buffer(p.index);
-    send_lengths[p.index] = p.region_bytes();
+    send_lengths[p.index] = StreamOf(p) ? 0 : p.region_bytes();
+    if (StreamOf(p) && p.is_output()) streams.AddOutput(&p);
     if (!p.is_input()) continue;
     auto it = inputs.find(p.name);
     if (it == inputs.end()) {
@@ -96,6 +176,11 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                                   TypeName(p) + "); nothing was sent");
     }
     const Value& v = it->second;
+    if (StreamOf(p)) {
+      streams.AddInput(&p, &v);
+      sent += v.data.size();
+      continue;
+    }
     if (!v.data.empty()) std::memcpy(buffer.data() + p.data_offset(), v.data.data(), v.data.size());
     if (p.variable) {
       codegen::WriteLengthHeader(buffer, v.count);
@@ -105,15 +190,17 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
   }
   CallOptions options;
   options.send_lengths = send_lengths;
+  if (!streams.empty()) options.streams = &streams;
   Status status = session_->Call(routine_.code, deadline, options);
   last_bytes_sent_ = sent;
-  last_bytes_received_ = 0;
+  last_bytes_received_ = streams.bytes_received();
   if (!status.ok()) {
     return codegen::AnnotateCallStatus(
         status, name, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
   }
+  if (outputs != nullptr) streams.MoveOutputs(*outputs);
   for (const idl::Param& p : routine_.params) {
-    if (!p.is_output()) continue;
+    if (!p.is_output() || StreamOf(p)) continue;
     std::span<const std::byte> buffer = session_->buffer(p.index);
     uint64_t count = p.count;
     if (p.variable) {

@@ -1,6 +1,7 @@
 // Calling a routine known only from its IDL at run time: the same region
 // layout, length headers and checks as a generated stub
-// (codegen/templates), without generated code.
+// (codegen/templates), without generated code. Streams are produced from and
+// collected into memory.
 #ifndef NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_
 #define NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_
 
@@ -20,28 +21,6 @@
 #include "tools/naarpc/values.h"
 
 namespace naarpc::cli {
-
-// Stream parameters (docs/streams.md) are not driven by the CLI. These
-// compile whether or not the IDL front-end declares streams yet.
-template <typename R = idl::Routine>
-bool HasStreams(const R& r) {
-  if constexpr (requires { r.has_streams(); }) {
-    return r.has_streams();
-  } else {
-    return false;
-  }
-}
-struct StreamShape {
-  uint64_t chunk = 0;   // elements per chunk
-  uint32_t window = 0;  // chunks in flight
-};
-template <typename P = idl::Param>
-std::optional<StreamShape> StreamOf(const P& p) {
-  if constexpr (requires { p.stream->chunk; }) {
-    if (p.stream) return StreamShape{p.stream->chunk, p.stream->window};
-  }
-  return std::nullopt;
-}
 
 // The regions of `routine`, in the order its generated stub declares them:
 // parameters, then internal regions.

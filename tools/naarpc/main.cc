@@ -265,11 +265,6 @@ int Call(const CallArgs& a) {
   const idl::Routine* routine = nullptr;
   Status found = FindRoutine(*idl, a.routine, &service, &routine);
   if (!found.ok()) return Fail(kExitUsage, found.message());
-  if (HasStreams(*routine)) {
-    return Fail(kExitUsage, service->name + "." + routine->name +
-                                " has stream parameters; naarpc call does not drive streams "
-                                "(use a generated client, docs/streams.md)");
-  }
   auto default_format = ParseFormat(a.format);
   if (!default_format.ok()) return Fail(kExitUsage, default_format.status().message());
 
@@ -300,11 +295,14 @@ int Call(const CallArgs& a) {
   }
   for (const idl::Param& p : routine->params) {
     if (p.is_input() && !inputs.count(p.name)) {
+      const std::string type(idl::Describe(p.type).idl);
+      const std::string shape = StreamOf(p) ? "stream of " + type + "; e.g. " + p.name + "=seq:1000"
+                                            : std::string(p.variable ? "at most " : "") +
+                                                  std::to_string(p.count) + " x " + type +
+                                                  "; e.g. " + p.name + "=zeros";
       return Fail(kExitUsage, "missing --in " + p.name + "=... (" +
-                                  std::string(idl::DirectionName(p.direction)) + ", " +
-                                  (p.variable ? "at most " : "") + std::to_string(p.count) + " x " +
-                                  std::string(idl::Describe(p.type).idl) + "; e.g. " + p.name +
-                                  "=zeros, " + p.name + "=@file.bin)");
+                                  std::string(idl::DirectionName(p.direction)) + ", " + shape +
+                                  ", " + p.name + "=@file.bin)");
     }
   }
   // Outputs: name=FORMAT or name=@FILE.

@@ -27,7 +27,17 @@ std::string TypeName(const idl::Param& p) { return std::string(idl::Describe(p.t
 
 // The element count a value of `p` may have: exactly `count` (fixed) or
 // 0..count (variable).
+// A stream takes any number of elements, held in memory here (1 GiB at most).
+constexpr uint64_t kMaxStreamBytes = uint64_t{1} << 30;
+
 Status CheckCount(const idl::Param& p, uint64_t n) {
+  if (StreamOf(p)) {
+    if (n * ElementSize(p) > kMaxStreamBytes) {
+      return InvalidArgumentError(ParamName(p) + ": " + std::to_string(n) + " " + TypeName(p) +
+                                  " elements; naarpc call holds a stream in memory, 1 GiB at most");
+    }
+    return Status::Ok();
+  }
   if (p.variable ? n > p.count : n != p.count) {
     return InvalidArgumentError(
         ParamName(p) + ": expected " +
@@ -210,7 +220,7 @@ Result<Value> FromFile(const idl::Param& p, const std::string& path) {
   const std::streamoff size = in.tellg();
   in.seekg(0);
   // Checked before reading: a huge file is refused without allocating it.
-  const uint64_t limit = p.data_bytes();
+  const uint64_t limit = StreamOf(p) ? kMaxStreamBytes : p.data_bytes();
   if (size < 0 || static_cast<uint64_t>(size) > limit) {
     return InvalidArgumentError(ParamName(p) + ": file '" + path + "' has " + std::to_string(size) +
                                 " bytes; the parameter holds " +
@@ -259,6 +269,9 @@ Result<Value> Generated(const idl::Param& p, std::string_view kind, std::string_
       return InvalidArgumentError(ParamName(p) + ": '" + std::string(kind) + ":" + s +
                                   "': the element count must be a decimal number");
     }
+  } else if (StreamOf(p)) {
+    return InvalidArgumentError(ParamName(p) + " is a stream: give its length, e.g. " +
+                                std::string(kind) + ":1000");
   }
   NAARPC_RETURN_IF_ERROR(CheckCount(p, n));
   const uint32_t size = ElementSize(p);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +16,29 @@
 #include "naarpc/status.h"
 
 namespace naarpc::cli {
+
+// Stream parameters (docs/streams.md): `call` drives them (held in memory),
+// `serve` and `bench` do not. These compile whether or not the IDL front-end
+// declares streams.
+template <typename R = idl::Routine>
+bool HasStreams(const R& r) {
+  if constexpr (requires { r.has_streams(); }) {
+    return r.has_streams();
+  } else {
+    return false;
+  }
+}
+struct StreamShape {
+  uint64_t chunk = 0;   // elements per chunk
+  uint32_t window = 0;  // chunks in flight
+};
+template <typename P = idl::Param>
+std::optional<StreamShape> StreamOf(const P& p) {
+  if constexpr (requires { p.stream->chunk; }) {
+    if (p.stream) return StreamShape{p.stream->chunk, p.stream->window};
+  }
+  return std::nullopt;
+}
 
 // The elements of one parameter, as raw host-order (little-endian) bytes.
 struct Value {
