@@ -366,7 +366,7 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
         }
         m.Use(f, rc.method, cl, o, "method");  // the streaming overload
       } else if (sig.sync) {
-        for (const char* local : {"naarpc_call", "naarpc_c", "naarpc_out"}) {
+        for (const char* local : {"naarpc_call", "naarpc_c", "naarpc_out", "naarpc_end"}) {
           m.Declare(f, local, kFixed, std::string("local ") + local);
         }
         m.Use(f, rc.new_call, cl, o, "method");

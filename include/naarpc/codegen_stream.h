@@ -12,16 +12,20 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "naarpc/deadline.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
 #include "naarpc/status.h"
@@ -53,6 +57,8 @@ class StreamSource {
   // this call. Called only when the NAA has room for the chunk. An error
   // fails the call.
   virtual Result<size_t> Read(std::span<T> chunk) = 0;
+  // The call this source was bound to has returned (whatever its status).
+  virtual void OnCallEnd() {}
 };
 
 // Where an output stream's data goes.
@@ -64,6 +70,8 @@ class StreamSink {
   // slot goes back to the NAA then); `end` on the last one, which may be
   // empty. An error fails the call.
   virtual Status Write(std::span<const T> chunk, bool end) = 0;
+  // The call this sink was bound to has returned (whatever its status).
+  virtual void OnCallEnd() {}
 };
 
 // Streams a span (copied into each chunk).
@@ -209,15 +217,195 @@ class FileSink final : public StreamSink<T> {
   int fd_;
 };
 
+// An input stream written from another thread while the call runs (e.g.
+// an Async call): Write() blocks until the call has copied the data into
+// its registered chunks, Close() ends the stream. One call per pipe.
+// Waits (the call's for data, the writer's for room) end at `deadline`
+// (give the call's): a writer that stalls fails the call, and a call that
+// has ended (whatever its status) fails Write.
+template <typename T>
+class PipeSource final : public StreamSource<T> {
+ public:
+  explicit PipeSource(Deadline deadline = Deadline::Infinite()) : deadline_(deadline) {}
+
+  // Writer thread.
+  Status Write(std::span<const T> data) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (closed_) return FailedPreconditionError("PipeSource: Write after Close");
+    if (call_ended_) return FailedPreconditionError("PipeSource: the call has ended");
+    pending_ = data;
+    cv_.notify_all();
+    const bool in_time = Wait(lock, [this] { return pending_.empty() || call_ended_; });
+    const bool taken = pending_.empty();
+    pending_ = {};
+    if (taken) return Status::Ok();
+    if (!in_time) return DeadlineExceededError("PipeSource: the call did not take the data in time");
+    return FailedPreconditionError("PipeSource: the call ended before it took all the data");
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+
+  // Call thread.
+  Result<size_t> Read(std::span<T> chunk) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    size_t n = 0;
+    while (n < chunk.size()) {
+      if (!Wait(lock, [this] { return !pending_.empty() || closed_; })) {
+        return DeadlineExceededError("PipeSource: no data from the writer in time");
+      }
+      if (pending_.empty()) break;  // closed
+      const size_t k = std::min(chunk.size() - n, pending_.size());
+      std::memcpy(chunk.data() + n, pending_.data(), k * sizeof(T));
+      pending_ = pending_.subspan(k);
+      n += k;
+      if (pending_.empty()) cv_.notify_all();  // the writer's data is taken
+    }
+    return n;
+  }
+  void OnCallEnd() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ended_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  template <typename Pred>
+  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
+    if (deadline_.infinite()) {
+      cv_.wait(lock, ready);
+      return true;
+    }
+    return cv_.wait_until(lock, deadline_.when(), ready);
+  }
+
+  const Deadline deadline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::span<const T> pending_;  // the writer's data not yet taken
+  bool closed_ = false;
+  bool call_ended_ = false;
+};
+
+// An output stream read from another thread while the call runs: Next()
+// returns each chunk in place (zero-copy: the call waits until the reader
+// asks for the next one, which hands the slot back to the NAA). One call per
+// pipe; waits end at `deadline` (give the call's).
+template <typename T>
+class PipeSink final : public StreamSink<T> {
+ public:
+  explicit PipeSink(Deadline deadline = Deadline::Infinite()) : deadline_(deadline) {}
+
+  // Reader thread: the next chunk (valid until the next Next() or Stop());
+  // an empty span at the end of the stream; an error if the call ended
+  // without ending it.
+  Result<std::span<const T>> Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (has_chunk_) {  // hand the previous chunk back
+      has_chunk_ = false;
+      cv_.notify_all();
+    }
+    if (ended_) return std::span<const T>();
+    if (!Wait(lock, [this] { return has_chunk_ || call_ended_; })) {
+      return DeadlineExceededError("PipeSink: no chunk from the call in time");
+    }
+    if (!has_chunk_) {
+      return FailedPreconditionError("PipeSink: the call ended before its stream did");
+    }
+    if (!end_) return chunk_;
+    ended_ = true;
+    if (!chunk_.empty()) return chunk_;  // handed back by the next Next()
+    has_chunk_ = false;
+    cv_.notify_all();
+    return std::span<const T>();
+  }
+  // Reader thread: no more reading; the call fails at its next chunk.
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+    has_chunk_ = false;
+    cv_.notify_all();
+  }
+
+  // Call thread.
+  Status Write(std::span<const T> chunk, bool end) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopped_) return FailedPreconditionError("PipeSink: the reader stopped");
+    chunk_ = chunk;
+    end_ = end;
+    has_chunk_ = true;
+    cv_.notify_all();
+    if (!Wait(lock, [this] { return !has_chunk_; })) {
+      has_chunk_ = false;
+      return DeadlineExceededError("PipeSink: the reader did not take a chunk in time");
+    }
+    return stopped_ ? FailedPreconditionError("PipeSink: the reader stopped") : Status::Ok();
+  }
+  void OnCallEnd() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ended_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  template <typename Pred>
+  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
+    if (deadline_.infinite()) {
+      cv_.wait(lock, ready);
+      return true;
+    }
+    return cv_.wait_until(lock, deadline_.when(), ready);
+  }
+
+  const Deadline deadline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::span<const T> chunk_;
+  bool has_chunk_ = false;  // chunk_ is the reader's until it asks again
+  bool end_ = false;
+  bool ended_ = false;      // the reader has seen the end
+  bool stopped_ = false;
+  bool call_ended_ = false;
+};
+
+// Calls OnCallEnd() on the sources and sinks of a generated call when the
+// stub returns, also when it fails before the call starts (a connection
+// that cannot be opened): a pipe's other thread never waits for a call
+// that will not come.
+template <typename... S>
+class CallEndGuard {
+ public:
+  explicit CallEndGuard(S&... s) : streams_(s...) {}
+  CallEndGuard(const CallEndGuard&) = delete;
+  CallEndGuard& operator=(const CallEndGuard&) = delete;
+  ~CallEndGuard() {
+    std::apply([](auto&... s) { (s.OnCallEnd(), ...); }, streams_);
+  }
+
+ private:
+  std::tuple<S&...> streams_;
+};
+
 // The StreamHandler of a generated call: stream i goes to the typed source
 // or sink bound to it. Chunks reach them in place, as elements.
 class StreamBindings final : public StreamHandler {
  public:
+  StreamBindings() = default;
+  StreamBindings(const StreamBindings&) = delete;
+  StreamBindings& operator=(const StreamBindings&) = delete;
+  // The call has returned: tells every bound source and sink.
+  ~StreamBindings() override {
+    for (auto& end : ends_) end();
+  }
+
   // Stream `stream` (< kMaxStreams) reads from `source`, which must outlive
   // the call.
   template <typename T>
   void Bind(size_t stream, StreamSource<T>& source) {
     if (stream >= produce_.size()) return;  // Produce reports it unbound
+    ends_.push_back([&source] { source.OnCallEnd(); });
     produce_[stream] = [&source](std::span<std::byte> slot) -> Result<size_t> {
       const std::optional<std::span<T>> chunk = stream_internal::As<T>(slot);
       if (!chunk) return InternalError("stream slot is not a whole, aligned number of elements");
@@ -232,6 +420,7 @@ class StreamBindings final : public StreamHandler {
   template <typename T>
   void Bind(size_t stream, StreamSink<T>& sink) {
     if (stream >= consume_.size()) return;  // Consume reports it unbound
+    ends_.push_back([&sink] { sink.OnCallEnd(); });
     consume_[stream] = [&sink](std::span<const std::byte> bytes, bool end) -> Status {
       const std::optional<std::span<const T>> chunk = stream_internal::As<const T>(bytes);
       if (!chunk) {
@@ -259,6 +448,7 @@ class StreamBindings final : public StreamHandler {
  private:
   std::array<std::function<Result<size_t>(std::span<std::byte>)>, kMaxStreams> produce_;
   std::array<std::function<Status(std::span<const std::byte>, bool)>, kMaxStreams> consume_;
+  std::vector<std::function<void()>> ends_;
 };
 
 // ----- NAA side (kernels of generated skeletons) ------------------------------

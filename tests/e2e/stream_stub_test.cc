@@ -377,6 +377,75 @@ TEST_P(StreamStubTest, AsyncForms) {
   for (size_t i = 0; i < in.size(); ++i) ASSERT_EQ(out[i], in[i] * 2 + 1) << i;
 }
 
+// Push and pull from other threads: a PipeSource written and a PipeSink
+// read by threads of the caller's while an Async call runs.
+TEST_P(StreamStubTest, PipesFromOtherThreads) {
+  const Deadline deadline = Guard();
+  codegen::PipeSource<uint32_t> in(deadline);
+  codegen::PipeSink<uint32_t> out(deadline);
+  std::future<Status> call = ops_->TransformAsync(7, in, out, deadline);
+  constexpr uint64_t kTotal = 16384 * 5 + 9;
+  uint64_t received = 0;
+  bool in_order = true;
+  Status read_status;
+  std::thread reader([&] {
+    for (;;) {
+      auto chunk = out.Next();  // in place in the host's ring
+      if (!chunk.ok()) {
+        read_status = chunk.status();
+        return;
+      }
+      if (chunk->empty()) return;
+      for (uint32_t v : *chunk) in_order &= v == Value(received++) * 7 + 1;
+    }
+  });
+  // Pieces of odd sizes, each reused once Write returns.
+  std::vector<uint32_t> piece;
+  for (uint64_t sent = 0; sent < kTotal;) {
+    piece.resize(std::min<uint64_t>(1000 + sent % 3777, kTotal - sent));
+    for (size_t i = 0; i < piece.size(); ++i) piece[i] = Value(sent + i);
+    Status st = in.Write(piece);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    sent += piece.size();
+  }
+  in.Close();
+  reader.join();
+  Status st = call.get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(read_status.ok()) << read_status.ToString();
+  EXPECT_EQ(received, kTotal);
+  EXPECT_TRUE(in_order);
+}
+
+TEST_P(StreamStubTest, APipeNeverWaitsForACallThatEnded) {
+  // The kernel fails after 1 MiB: the writer's next Write fails instead of
+  // waiting for a call that no longer reads.
+  codegen::PipeSource<uint8_t> in(Guard());
+  uint64_t counts[256] = {};
+  std::future<Status> call = ops_->HistogramAsync(1 << 20, in, counts, Guard());
+  const std::vector<uint8_t> piece(64 << 10, 5);
+  Status write;
+  for (int i = 0; i < 128 && write.ok(); ++i) write = in.Write(piece);
+  EXPECT_EQ(write.code(), StatusCode::kFailedPrecondition) << write.ToString();
+  EXPECT_EQ(ops::StreamOpsErrorFromStatus(call.get()), ops::StreamOpsError::kLimitExceeded);
+  // Nor for a call that never started (nothing listens on the port).
+  ops::StreamOpsClient nowhere(*tt_.transport, tt_.address, 1);
+  codegen::PipeSource<uint8_t> in2;
+  std::future<Status> never = nowhere.ChecksumAsync(in2, counts, Guard());
+  EXPECT_FALSE(in2.Write(piece).ok());
+  EXPECT_FALSE(never.get().ok());
+  // A reader that stops fails the call.
+  codegen::PipeSink<uint8_t> out(Guard());
+  std::future<Status> gen = ops_->GenerateAsync(1 << 20, out, Guard());
+  auto first = out.Next();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ((*first)[1], ops::GeneratedByte(1));
+  out.Stop();
+  Status st = gen.get();
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("the reader stopped"), std::string::npos) << st.ToString();
+}
+
 // A host that does not use the generated stub: the skeleton checks its
 // streams against the IDL before the kernel runs, and the elements of every
 // chunk.

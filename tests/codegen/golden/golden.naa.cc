@@ -918,6 +918,7 @@ naarpc::Status StreamerClient::Digest(
     naarpc::codegen::StreamSource<float>& data,
     double* sum,
     naarpc::Deadline deadline) {
+  const naarpc::codegen::CallEndGuard naarpc_end(data);
   if (sum == nullptr) {
     return naarpc::InvalidArgumentError("Streamer.Digest: parameter 'sum' must not be null; nothing was sent");
   }
@@ -1017,6 +1018,7 @@ naarpc::Status StreamerClient::Convert(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
+  const naarpc::codegen::CallEndGuard naarpc_end(src, dst);
   auto naarpc_call = NewConvertCall(deadline);
   if (!naarpc_call.ok()) return naarpc_call.status();
   ConvertCall& naarpc_c = *naarpc_call;
@@ -1199,6 +1201,7 @@ naarpc::Status StreamerClient::Wide(
     naarpc::codegen::StreamSink<uint8_t>& out,
     uint32_t* total,
     naarpc::Deadline deadline) {
+  const naarpc::codegen::CallEndGuard naarpc_end(out);
   if (total == nullptr) {
     return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'total' must not be null; nothing was sent");
   }
