@@ -250,9 +250,11 @@ class CallServeBase:
                                "--kernel", "I16=fail:0x42", "--kernel", "I32=sleep:3000")
         cls.tmp = tempfile.mkdtemp()
 
+        cls.streams = naarpc_serve(STREAM, "--kernel", "increment", "--kernel", "Checksum=echo")
+
     @classmethod
     def tearDownClass(cls):
-        for s in (cls.echo, cls.inc):
+        for s in (cls.echo, cls.inc, cls.streams):
             rc = s.stop()
             assert rc == 0, (rc, s.output, s.stderr)
 
@@ -391,6 +393,9 @@ class CallServeBase:
         rc, out, err = self.call(self.echo, "Var", "--in", "data=zeros:100000")
         self.assertEqual(rc, EXIT_OK, err)
         self.assertIn("echo = 100000 x u8: min 0, max 0, sum 0, first [0, 0, 0", out)
+        rc, out, err = self.call(self.inc, "Var", "--in", "data=seq:100000")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("echo = 100000 x u8: min 0, max 255, sum 12742320, first [0, 1, 2", out)
         rc, out, err = self.call(self.echo, "Var", "--in", "data=zeros:1048577")
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("parameter 'data': expected at most 1048576 u8 element(s), got 1048577",
@@ -412,6 +417,28 @@ class CallServeBase:
             self.assertEqual(rc, EXIT_USAGE)
             self.assertIn("region 0 'w': single_send needs the reference dialect", err)
             self.assertIn("--dialect reference", err)
+
+    def test_streams(self):
+        # An output stream echoes the next input stream (+1 here), a fixed
+        # output the first bytes of its source, a stream without an input
+        # stream the next input's bytes.
+        rc, out, err = self.call(self.streams, "Transform", "--in", "factor=3", "--in",
+                                 "data=seq:40000", "--repeat", "2", "--json", idl=STREAM)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertEqual(json.loads(out)["outputs"]["out"], [i + 1 for i in range(40000)])
+        rc, out, err = self.call(self.streams, "Checksum", "--in", "data=seq:100000", "--json",
+                                 idl=STREAM)
+        self.assertEqual(rc, EXIT_OK, err)
+        first = bytes(range(32))
+        self.assertEqual(json.loads(out)["outputs"]["digest"],
+                         list(struct.unpack("<4Q", first)))
+        rc, out, err = self.call(self.streams, "Generate", "--in", "count=5", idl=STREAM)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("data = [6, 1, 1, 1, 1, 1, 1, 1]", out)
+        rc, out, err = self.call(self.streams, "Transform", "--in", "factor=3", "--in",
+                                 "data=[]", idl=STREAM)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("out = []", out)
 
     def test_repeat(self):
         rc, out, err = self.call(self.inc, "U32", "--in", "x=[1, 2, 3]", "--repeat", "5")

@@ -106,7 +106,7 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
                                     " and " + s->name + "." + r.name +
                                     "; serve one of the services (--service)");
       }
-      e = Entry{s, &r, Kernel{}, HasStreams(r) ? "not served (stream parameters)" : "echo"};
+      e = Entry{s, &r, Kernel{}, "echo"};
       naa->codes_.push_back(r.code);
     }
   }
@@ -120,7 +120,6 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
       Entry& e = naa->by_code_[code];
       const std::string full = e.service->name + "." + e.routine->name;
       if (!target.empty() && target != e.routine->name && target != full) continue;
-      if (HasStreams(*e.routine)) continue;
       auto k = ParseKernel(kernel, *e.service);
       if (!k.ok()) return k.status().WithContext("--kernel " + spec);
       e.kernel = *k;
@@ -156,12 +155,6 @@ uint8_t DynamicNaa::Handle(NaaCall& call) {
     return kNaaStatusUnknownFunction;
   }
   calls_.fetch_add(1, std::memory_order_relaxed);
-  const Entry& e = by_code_[call.function_code];
-  if (HasStreams(*e.routine)) {
-    call.failure_detail = e.service->name + "." + e.routine->name +
-                          " has stream parameters, which naarpc serve does not serve";
-    return kNaaStatusUnknownFunction;
-  }
   try {
     return Run(by_code_[call.function_code], call);
   } catch (...) {
@@ -173,34 +166,56 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
   const idl::Routine& r = *e.routine;
   const std::string name = e.service->name + "." + r.name;
   // The layout, as a generated skeleton checks it.
-  if (call.params.size() != r.params.size() || call.internal.size() != r.internals.size()) {
-    call.failure_detail = name + ": " + std::to_string(call.params.size()) + " parameter and " +
-                          std::to_string(call.internal.size()) + " internal regions, expected " +
-                          std::to_string(r.params.size()) + " and " +
-                          std::to_string(r.internals.size());
+  size_t plain = 0, stream_count = 0;
+  for (const idl::Param& p : r.params) ++(StreamOf(p) ? stream_count : plain);
+  if (call.params.size() != plain || call.internal.size() != r.internals.size() ||
+      call.streams.size() != stream_count) {
+    call.failure_detail = name + ": " + std::to_string(call.params.size()) + " parameter, " +
+                          std::to_string(call.internal.size()) + " internal regions and " +
+                          std::to_string(call.streams.size()) + " streams, expected " +
+                          std::to_string(plain) + ", " + std::to_string(r.internals.size()) +
+                          " and " + std::to_string(stream_count);
     return kNaaStatusBadRegionLayout;
   }
+  // Each input's elements: in its region, or (streams) read into memory below.
   std::vector<uint64_t> counts(r.params.size());
+  std::vector<std::span<const std::byte>> in_data(r.params.size());
   for (const idl::Param& p : r.params) {
-    const NaaRegion& region = call.params[p.index];
     std::string problem;
-    if (region.data.size() != p.region_bytes()) {
-      problem = "is " + std::to_string(region.data.size()) + " bytes, expected " +
-                std::to_string(p.region_bytes());
-    } else if (region.is_output != p.is_output()) {
-      problem =
-          region.is_output ? "is a return region, but the IDL says 'in'" : "is not a return region";
-    } else if (call.dialect == Dialect::kReference && (region.flags & 0x0e) != p.expected_flags()) {
-      problem = "has MRSP flags " + std::to_string(region.flags & 0x0e) + ", expected " +
-                std::to_string(p.expected_flags());
-    }
-    counts[p.index] = p.count;
-    if (problem.empty() && p.variable && p.is_input()) {
-      counts[p.index] = codegen::ReadLengthHeader(region.data);
-      if (counts[p.index] > p.count) {
-        problem = "has a length header of " + std::to_string(counts[p.index]) +
-                  ", more than its maximum " + std::to_string(p.count);
+    if (auto shape = StreamOf(p)) {
+      const NaaStream& s = *call.streams[p.stream->index];
+      const uint64_t chunk = shape->chunk * idl::Describe(p.type).size;
+      if (s.is_input() != p.is_input() || s.chunk_size() != chunk || s.window() != shape->window) {
+        problem = std::string(s.is_input() ? "an input" : "an output") + " stream of " +
+                  std::to_string(s.chunk_size()) + "-byte chunks, window " +
+                  std::to_string(s.window()) + "; expected " +
+                  (p.is_input() ? "an input" : "an output") + " stream of " +
+                  std::to_string(chunk) + "-byte chunks, window " + std::to_string(shape->window);
       }
+    } else {
+      const NaaRegion& region = call.params[p.naa_index];
+      if (region.data.size() != p.region_bytes()) {
+        problem = "is " + std::to_string(region.data.size()) + " bytes, expected " +
+                  std::to_string(p.region_bytes());
+      } else if (region.is_output != p.is_output()) {
+        problem = region.is_output ? "is a return region, but the IDL says 'in'"
+                                   : "is not a return region";
+      } else if (call.dialect == Dialect::kReference &&
+                 (region.flags & 0x0e) != p.expected_flags()) {
+        problem = "has MRSP flags " + std::to_string(region.flags & 0x0e) + ", expected " +
+                  std::to_string(p.expected_flags());
+      }
+      counts[p.index] = p.count;
+      if (problem.empty() && p.variable && p.is_input()) {
+        counts[p.index] = codegen::ReadLengthHeader(region.data);
+        if (counts[p.index] > p.count) {
+          problem = "has a length header of " + std::to_string(counts[p.index]) +
+                    ", more than its maximum " + std::to_string(p.count);
+        }
+      }
+      in_data[p.index] =
+          region.data.subspan(p.data_offset(), std::min<uint64_t>(counts[p.index], p.count) *
+                                                   idl::Describe(p.type).size);
     }
     if (!problem.empty()) {
       call.failure_detail = name + ": region '" + p.name + "' " + problem;
@@ -220,22 +235,70 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
   if (k.kind == Kernel::Kind::kFail) return k.status;
   if (k.kind == Kernel::Kind::kSleep) std::this_thread::sleep_for(k.sleep);
 
-  std::vector<const idl::Param*> inputs;
+  // Input streams, read whole (a test stand-in, not a streaming kernel).
+  constexpr uint64_t kMaxStreamBytes = uint64_t{1} << 30;
+  std::vector<std::vector<std::byte>> stream_in(r.params.size());
+  std::vector<const idl::Param*> inputs, input_streams;
   for (const idl::Param& p : r.params) {
-    if (p.is_input()) inputs.push_back(&p);
+    if (!p.is_input()) continue;
+    inputs.push_back(&p);
+    if (!StreamOf(p)) continue;
+    input_streams.push_back(&p);
+    NaaStream& s = *call.streams[p.stream->index];
+    std::vector<std::byte>& data = stream_in[p.index];
+    for (;;) {
+      auto chunk = s.Next();
+      if (!chunk.ok()) {
+        call.failure_detail = name + ": stream '" + p.name + "': " + chunk.status().ToString();
+        return kNaaStatusKernelFailed;
+      }
+      if (chunk->empty()) break;
+      if (data.size() + chunk->size() > kMaxStreamBytes) {
+        call.failure_detail =
+            name + ": stream '" + p.name + "' is over 1 GiB, which naarpc serve holds in memory";
+        return kNaaStatusKernelFailed;
+      }
+      data.insert(data.end(), chunk->begin(), chunk->end());
+    }
+    counts[p.index] = data.size() / idl::Describe(p.type).size;
+    in_data[p.index] =
+        std::span<const std::byte>(data).first(counts[p.index] * idl::Describe(p.type).size);
   }
-  size_t next_input = 0;
+
+  size_t next_input = 0, next_stream = 0;
   for (const idl::Param& p : r.params) {
     if (!p.is_output()) continue;
+    const uint32_t out_size = idl::Describe(p.type).size;
+    if (StreamOf(p)) {
+      // An output stream echoes the next input stream (else the next input).
+      const idl::Param* src = nullptr;
+      if (!input_streams.empty()) {
+        src = input_streams[next_stream++ % input_streams.size()];
+      } else if (!inputs.empty()) {
+        src = inputs[next_input++ % inputs.size()];
+      }
+      std::vector<std::byte> bytes;
+      if (src != nullptr) bytes.assign(in_data[src->index].begin(), in_data[src->index].end());
+      const uint64_t count = bytes.size() / out_size;
+      bytes.resize(count * out_size);
+      if (k.kind == Kernel::Kind::kZeros) std::fill(bytes.begin(), bytes.end(), std::byte{0});
+      if (k.kind == Kernel::Kind::kIncrement) Increment(p.type, bytes, count);
+      NaaStream& s = *call.streams[p.stream->index];
+      Status written = s.Write(bytes);
+      if (written.ok()) written = s.Close();
+      if (!written.ok()) {
+        call.failure_detail = name + ": stream '" + p.name + "': " + written.ToString();
+        return kNaaStatusKernelFailed;
+      }
+      continue;
+    }
     const idl::Param* src = &p;
     if (!p.is_input() && !inputs.empty()) src = inputs[next_input++ % inputs.size()];
-    NaaRegion& out = call.params[p.index];
+    NaaRegion& out = call.params[p.naa_index];
     const std::span<std::byte> out_data = out.data.subspan(p.data_offset());
-    const uint32_t out_size = idl::Describe(p.type).size;
     uint64_t count = p.count;
     if (src != &p || k.kind == Kernel::Kind::kZeros) {
-      const std::span<const std::byte> in = call.params[src->index].data.subspan(
-          src->data_offset(), counts[src->index] * idl::Describe(src->type).size);
+      const std::span<const std::byte> in = in_data[src->index];
       const size_t bytes = std::min(in.size(), out_data.size());
       if (p.variable) count = std::min<uint64_t>(p.count, in.size() / out_size);
       if (k.kind == Kernel::Kind::kZeros) {

@@ -22,7 +22,9 @@ namespace naarpc::cli {
 // input: an inout parameter from itself, the k-th out parameter from the
 // k-th input in IDL order (cycling). Bytes are copied raw, cut to the
 // output's capacity (a variable output gets as many whole elements as fit,
-// at most its maximum); the rest of a fixed output is zero.
+// at most its maximum); the rest of a fixed output is zero. Streams: input
+// streams are read whole into memory first; an output stream takes the next
+// input stream (cycling; without input streams, the next input) and ends.
 struct Kernel {
   enum class Kind { kEcho, kIncrement, kZeros, kSleep, kFail };
   Kind kind = Kind::kEcho;

@@ -342,11 +342,19 @@ nlohmann::json ElementJson(const idl::Param& p, const std::byte* in) {
 // Shortest text that reads back as the same value.
 std::string Number(double d) {
   char buf[32];
+  if (d == std::floor(d) && std::fabs(d) < 1e15) {  // integers as integers: 100000, not 1e+05
+    std::snprintf(buf, sizeof buf, "%.0f", d);
+    return buf;
+  }
   auto r = std::to_chars(buf, buf + sizeof buf, d);
   return std::string(buf, r.ptr);
 }
 std::string Number(float f) {
   char buf[32];
+  if (f == std::floor(f) && std::fabs(f) < 1e7f) {
+    std::snprintf(buf, sizeof buf, "%.0f", static_cast<double>(f));
+    return buf;
+  }
   auto r = std::to_chars(buf, buf + sizeof buf, f);
   return std::string(buf, r.ptr);
 }
