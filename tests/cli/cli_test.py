@@ -193,10 +193,10 @@ class DescribeTest(unittest.TestCase):
         params = json.loads(out)["services"][0]["routines"][0]["params"]
         self.assertEqual([p["stream"] for p in params],
                          [None, {"chunk": 16384, "window": 4}, {"chunk": 16384, "window": 4}])
-        # bench does not drive streams, and says so.
+        # bench needs a stream's size.
         rc, out, err = run("bench", "--idl", STREAM, "--target", "127.0.0.1:1", "Transform")
         self.assertEqual(rc, EXIT_USAGE, err)
-        self.assertIn("StreamOps.Transform has stream parameters", err)
+        self.assertIn("parameter 'data' is a stream: give --sizes", err)
         # A stream's length comes from its value.
         rc, out, err = run("call", "--idl", STREAM, "--target", "127.0.0.1:1", "Transform",
                            "--in", "factor=2", "--in", "data=seq")
@@ -847,6 +847,24 @@ class BenchTest(unittest.TestCase):
         self.assertEqual(rc, EXIT_FAILURE, err)
         self.assertIn("--plot: cannot run gnuplot", err)
         self.assertIn("gnuplot-nox", err)
+
+    def test_streams(self):
+        server = naarpc_serve(STREAM)
+        try:
+            csv = os.path.join(self.tmp, "stream.csv")
+            rc, out, err = run("bench", "--idl", STREAM, "--target",
+                               "127.0.0.1:%d" % server.port, "--transport", "emulated",
+                               "--duration", "0.05", "StreamOps.Transform", "--sizes", "64,256K",
+                               "--csv", csv)
+            self.assertEqual(rc, EXIT_OK, err)
+            with open(csv) as f:
+                rows = [l.split(",") for l in f.read().splitlines()[1:]]
+            # u32 factor + the stream each way.
+            self.assertEqual(sorted((r[3], r[4], r[7]) for r in rows),
+                             [("naarpc", "262144", "524292"), ("naarpc", "64", "132"),
+                              ("raw", "262144", "524296"), ("raw", "64", "136")])
+        finally:
+            server.stop()
 
     def test_no_baseline_fixed_size(self):
         csv = os.path.join(self.tmp, "fixed.csv")

@@ -308,14 +308,18 @@ Result<std::map<std::string, Value>> InputsFor(const BenchOptions& o, uint64_t s
     if (!p.is_input()) continue;
     auto given = o.inputs.find(p.name);
     std::string spec = given == o.inputs.end() ? "random" : given->second;
-    if (p.variable && size != 0) {
+    if (StreamOf(p) && size == 0) {
+      return InvalidArgumentError("parameter '" + p.name +
+                                  "' is a stream: give --sizes (its bytes per call)");
+    }
+    if ((p.variable || StreamOf(p)) && size != 0) {
       if (spec != "random" && spec != "seq" && spec != "zeros") {
         return InvalidArgumentError("--in " + p.name + "=" + spec +
                                     ": with --sizes, a variable-length input takes a generator "
                                     "(zeros, seq or random; the size sets its length)");
       }
       const uint64_t n = size / idl::Describe(p.type).size;
-      if (n > p.count) {
+      if (!StreamOf(p) && n > p.count) {
         return InvalidArgumentError("--sizes " + Human(size) + ": parameter '" + p.name +
                                     "' takes at most " + std::to_string(p.count) + " x " +
                                     std::string(idl::Describe(p.type).idl) + " (" +
@@ -509,14 +513,11 @@ Result<uint64_t> ParseSize(std::string_view text) {
 Status RunBench(const BenchOptions& o) {
   const idl::Routine& r = *o.routine;
   const std::string name = o.service->name + "." + r.name;
-  if (HasStreams(r)) {
-    return InvalidArgumentError(name +
-                                " has stream parameters; naarpc bench does not drive "
-                                "streams (docs/streams.md)");
-  }
   std::vector<uint64_t> sizes = o.sizes;
   bool has_variable_input = false;
-  for (const idl::Param& p : r.params) has_variable_input |= p.variable && p.is_input();
+  for (const idl::Param& p : r.params) {
+    has_variable_input |= (p.variable || StreamOf(p)) && p.is_input();
+  }
   if (!sizes.empty() && !has_variable_input) {
     return InvalidArgumentError("--sizes: " + name +
                                 " has no variable-length input, so its "
