@@ -332,13 +332,19 @@ TEST_P(StreamStubTest, SourceErrorFailsTheCall) {
 TEST_P(StreamStubTest, DeadlineMidStream) {
   // The kernel holds its first chunk: the window fills and the host waits
   // for credits until the deadline.
+  // The session is opened first, so the call's deadline covers the stream
+  // alone, not connecting (slow on Soft-RoCE under TCG) and the MRSP.
+  {
+    auto warm = sweep_->NewHoldCall(Guard());
+    ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  }
   std::vector<uint8_t> data(256 * 100, 1);
   uint8_t r = 0;
   bool holding = false;
   Status st;
   {
     std::thread watch([&] { holding = sweep_kernels_.WaitHolding(); });
-    st = sweep_->Hold(data, &r, Deadline::After(std::chrono::milliseconds(300)));
+    st = sweep_->Hold(data, &r, Deadline::After(std::chrono::milliseconds(1000)));
     watch.join();
   }
   ASSERT_TRUE(holding) << "the kernel never got a chunk";
