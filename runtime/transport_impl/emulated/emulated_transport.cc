@@ -502,6 +502,7 @@ class EmuConnection final : public Connection {
   std::atomic<bool> disconnect_requested_{false};
 
   bool broken_ = false;
+  bool reading_after_send_error_ = false;  // Push's ReadInput after EPIPE/ECONNRESET
   std::string broken_reason_;
   struct CqEntry {
     Completion completion;
@@ -933,7 +934,17 @@ bool EmuConnection::Push() {
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      Break("send failed: " + Errno(errno));
+      const int send_errno = errno;
+      if ((send_errno == EPIPE || send_errno == ECONNRESET) && !reading_after_send_error_) {
+        // The peer closed. A NAK it sent before closing must still reach
+        // us, as an HCA's NAK reaches the requester: read what is queued
+        // (it completes the failed request with its real status) first.
+        reading_after_send_error_ = true;
+        ReadInput(/*block=*/false);
+        reading_after_send_error_ = false;
+        if (broken_) return false;
+      }
+      Break("send failed: " + Errno(send_errno));
       return false;
     }
     for (uint64_t left = static_cast<uint64_t>(sent); left > 0;) {
