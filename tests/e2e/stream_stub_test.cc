@@ -5,6 +5,7 @@
 // element is checked.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "naarpc/naarpc.h"
 #include "services/stream/stream_service.h"
 #include "tests/e2e/stream_stubs.naa.h"
+#include "tests/testing/peer_process.h"
 #include "tests/testing/test_transport.h"
 
 namespace naarpc {
@@ -358,6 +360,41 @@ TEST_P(StreamStubTest, DeadlineMidStream) {
   st = sweep_->SumW2(values, result, Guard());
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(result[1], 10u);
+}
+
+TEST_P(StreamStubTest, NaaProcessKilledMidStream) {
+  // The example server (StreamOps in another process) is killed with
+  // SIGKILL while the host streams into it: the call fails as a lost
+  // connection, within its deadline, never hangs.
+  auto naa = testing::PeerProcess::Start(
+      "../../examples/naa_server",
+      {"--transport=" + std::get<0>(GetParam()), "--address=" + tt_.address, "--port=0"});
+  ASSERT_TRUE(naa);
+  std::string line;
+  ASSERT_TRUE(naa->ExpectPrefix("naa_server: serving", line));
+  const size_t colon = line.find(tt_.address + ":");
+  ASSERT_NE(colon, std::string::npos) << line;
+  const uint16_t port =
+      static_cast<uint16_t>(std::stoul(line.substr(colon + tt_.address.size() + 1)));
+  codegen::StubOptions options;
+  options.session.dialect = std::get<1>(GetParam());
+  ops::StreamOpsClient client(*tt_.transport, tt_.address, port, options);
+  // Checksum's window is 8 chunks: by the 18th the NAA has consumed and
+  // credited chunks, so the stream is in full flow when the kill lands.
+  int produced = 0;
+  codegen::GeneratorSource<uint8_t> endless([&](std::span<uint8_t> chunk) -> Result<size_t> {
+    if (++produced == 18) naa->Kill(SIGKILL);
+    std::memset(chunk.data(), produced & 0xff, chunk.size());
+    return chunk.size();
+  });
+  uint64_t digest[4] = {};
+  const Status st = client.Checksum(endless, digest, Guard());
+  EXPECT_EQ(naa->Wait(), 128 + SIGKILL);
+  EXPECT_GE(produced, 18);
+  EXPECT_TRUE(st.code() == StatusCode::kDisconnected ||
+              st.code() == StatusCode::kTransportError)
+      << st.ToString();
+  EXPECT_NE(st.message().find("StreamOps.Checksum"), std::string::npos) << st.ToString();
 }
 
 TEST_P(StreamStubTest, AsyncForms) {
