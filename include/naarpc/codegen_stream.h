@@ -41,6 +41,33 @@ std::optional<std::span<T>> As(std::span<B> bytes) {
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(T) != 0) return std::nullopt;
   return std::span<T>(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
 }
+
+// What PipeSource and PipeSink share: one lock and condition variable
+// between the call's thread and the user's, waits bounded by the pipe's
+// deadline, and the call's end.
+class PipeSync {
+ protected:
+  explicit PipeSync(Deadline deadline) : deadline_(deadline) {}
+  // Waits for `ready`; false if the deadline passed first.
+  template <typename Pred>
+  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
+    if (deadline_.infinite()) {
+      cv_.wait(lock, ready);
+      return true;
+    }
+    return cv_.wait_until(lock, deadline_.when(), ready);
+  }
+  void EndCall() {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ended_ = true;
+    cv_.notify_all();
+  }
+
+  const Deadline deadline_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool call_ended_ = false;  // guarded by mu_
+};
 }  // namespace stream_internal
 
 // ----- Host side ------------------------------------------------------------
@@ -224,9 +251,9 @@ class FileSink final : public StreamSink<T> {
 // (give the call's): a writer that stalls fails the call, and a call that
 // has ended (whatever its status) fails Write.
 template <typename T>
-class PipeSource final : public StreamSource<T> {
+class PipeSource final : public StreamSource<T>, private stream_internal::PipeSync {
  public:
-  explicit PipeSource(Deadline deadline = Deadline::Infinite()) : deadline_(deadline) {}
+  explicit PipeSource(Deadline deadline = Deadline::Infinite()) : PipeSync(deadline) {}
 
   // Writer thread.
   Status Write(std::span<const T> data) {
@@ -265,28 +292,11 @@ class PipeSource final : public StreamSource<T> {
     }
     return n;
   }
-  void OnCallEnd() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    call_ended_ = true;
-    cv_.notify_all();
-  }
+  void OnCallEnd() override { EndCall(); }
 
  private:
-  template <typename Pred>
-  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
-    if (deadline_.infinite()) {
-      cv_.wait(lock, ready);
-      return true;
-    }
-    return cv_.wait_until(lock, deadline_.when(), ready);
-  }
-
-  const Deadline deadline_;
-  std::mutex mu_;
-  std::condition_variable cv_;
   std::span<const T> pending_;  // the writer's data not yet taken
   bool closed_ = false;
-  bool call_ended_ = false;
 };
 
 // An output stream read from another thread while the call runs: Next()
@@ -294,9 +304,9 @@ class PipeSource final : public StreamSource<T> {
 // asks for the next one, which hands the slot back to the NAA). One call per
 // pipe; waits end at `deadline` (give the call's).
 template <typename T>
-class PipeSink final : public StreamSink<T> {
+class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
  public:
-  explicit PipeSink(Deadline deadline = Deadline::Infinite()) : deadline_(deadline) {}
+  explicit PipeSink(Deadline deadline = Deadline::Infinite()) : PipeSync(deadline) {}
 
   // Reader thread: the next chunk (valid until the next Next() or Stop());
   // an empty span at the end of the stream; an error if the call ended
@@ -343,31 +353,14 @@ class PipeSink final : public StreamSink<T> {
     }
     return stopped_ ? FailedPreconditionError("PipeSink: the reader stopped") : Status::Ok();
   }
-  void OnCallEnd() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    call_ended_ = true;
-    cv_.notify_all();
-  }
+  void OnCallEnd() override { EndCall(); }
 
  private:
-  template <typename Pred>
-  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
-    if (deadline_.infinite()) {
-      cv_.wait(lock, ready);
-      return true;
-    }
-    return cv_.wait_until(lock, deadline_.when(), ready);
-  }
-
-  const Deadline deadline_;
-  std::mutex mu_;
-  std::condition_variable cv_;
   std::span<const T> chunk_;
   bool has_chunk_ = false;  // chunk_ is the reader's until it asks again
   bool end_ = false;
   bool ended_ = false;      // the reader has seen the end
   bool stopped_ = false;
-  bool call_ended_ = false;
 };
 
 // Calls OnCallEnd() on the sources and sinks of a generated call when the
