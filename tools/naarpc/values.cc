@@ -309,32 +309,23 @@ Result<Value> Generated(const idl::Param& p, std::string_view kind, std::string_
   return v;
 }
 
+template <typename F>
+F LoadFloat(const std::byte* in) {
+  F f;
+  std::memcpy(&f, in, sizeof f);
+  return f;
+}
+
 double AsDouble(const idl::Param& p, const std::byte* in) {
-  if (p.type == ElementType::kF32) {
-    float f;
-    std::memcpy(&f, in, sizeof f);
-    return f;
-  }
-  if (p.type == ElementType::kF64) {
-    double d;
-    std::memcpy(&d, in, sizeof d);
-    return d;
-  }
+  if (p.type == ElementType::kF32) return LoadFloat<float>(in);
+  if (p.type == ElementType::kF64) return LoadFloat<double>(in);
   return IsSigned(p.type) ? static_cast<double>(LoadInt(in, ElementSize(p)))
                           : static_cast<double>(LoadUint(in, ElementSize(p)));
 }
 
 nlohmann::json ElementJson(const idl::Param& p, const std::byte* in) {
-  if (p.type == ElementType::kF32) {
-    float f;
-    std::memcpy(&f, in, sizeof f);
-    return f;
-  }
-  if (p.type == ElementType::kF64) {
-    double d;
-    std::memcpy(&d, in, sizeof d);
-    return d;
-  }
+  if (p.type == ElementType::kF32) return LoadFloat<float>(in);
+  if (p.type == ElementType::kF64) return LoadFloat<double>(in);
   if (IsSigned(p.type)) return LoadInt(in, ElementSize(p));
   return LoadUint(in, ElementSize(p));
 }
