@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -102,6 +103,7 @@ class ClientSession::Impl {
   // ERROR is terminal: the peer's access to our memory ends at once, so a
   // late write cannot land in the user's buffers.
   Status Fail(Status s) {
+    call.active = false;
     sm.Fail();
     ReleaseRemoteAccess();
     return s;
@@ -123,6 +125,24 @@ class ClientSession::Impl {
   Status Register();
   Status RunMrsp(Deadline call_deadline);
   Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // The halves of a call (DoCall, or StartCall + ContinueCall): validate and
+  // post; take one completion; turn the outcome into the caller's status.
+  Status BeginCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  Status OnCallCompletion(const Completion& c, bool& done);
+  Status EndCall(Status polled);
+  std::optional<Status> ContinueCall();
+
+  // The call in flight, from BeginCall to EndCall.
+  struct CallInFlight {
+    bool active = false;
+    uint8_t fncode = 0;
+    Deadline deadline = Deadline::Infinite();
+    uint64_t write_id = 0;
+    bool written = false, answered = false;
+    uint32_t status_imm = 0;
+    bool armed = false;  // ContinueCall: notification requested, not yet consumed
+  };
+  CallInFlight call;
   // The streaming part of a call, from the request write to the status.
   Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
                     uint32_t& status_imm);
@@ -449,6 +469,21 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
 
 Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
                                    const CallOptions& call_options) {
+  NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
+  Status s;
+  if (!streams.empty()) {
+    s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
+    call.written = call.answered = s.ok();
+  } else {
+    s = internal::PollUntil(*conn, deadline, "waiting for the NAA",
+                            [&](const Completion& c, bool& done) { return OnCallCompletion(c, done); });
+  }
+  return EndCall(std::move(s));
+}
+
+Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
+                                      const CallOptions& call_options) {
+  if (call.active) return FailedPreconditionError("a call is already in flight on this session");
   if (sm.failed()) {
     return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
   }
@@ -517,6 +552,7 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   ++seq;
   const uint64_t write_id = MakeWrId(WrKind::kDataWrite, seq);
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
+  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline, .write_id = write_id};
   // The result's receive must be up before the request leaves (the NAA may
   // answer at once); the spare of kDataRecvDepth is posted after it, while
   // the NAA works.
@@ -537,45 +573,93 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   s = internal::PostWriteSequence(*conn, slices, imm, write_id, signaled, scratch);
   if (!s.ok()) return Fail(s.WithContext("posting the input writes"));
   send_budget.OnPosted(requests, signaled, write_id);
+  call.written = !signaled;
   while (posted_data_recvs < internal::kDataRecvDepth) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
+  return Status::Ok();
+}
 
-  bool written = !signaled, answered = false;
-  uint32_t status_imm = 0;
+Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
+  if (c.status != CompletionStatus::kSuccess) {
+    return internal::CompletionFailure(
+        c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
+  }
+  if (c.wr_id == call.write_id) {
+    call.written = true;
+    send_budget.OnSendCompleted(c.wr_id);
+    if (sm.state() == CommState::kDataSending) {
+      NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+    }
+  } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
+    // Receives complete in posting order: this is the oldest posted one.
+    --posted_data_recvs;
+    if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+      return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
+    }
+    if (call.answered) return ProtocolError("the NAA wrote again after its status");
+    call.answered = true;
+    call.status_imm = c.imm_data;
+  } else {
+    return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
+  }
+  done = call.written && call.answered;
+  return Status::Ok();
+}
+
+// Non-blocking progress of a call started by BeginCall: takes what has
+// completed, and otherwise arms the notification (then polls once more, so
+// a completion that raced the arming is not missed).
+std::optional<Status> ClientSession::Impl::ContinueCall() {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  std::array<Completion, 4> batch;
+  for (;;) {
+    Result<size_t> n = conn->TryPollCompletions(batch);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    bool done = false;
+    for (size_t i = 0; i < *n; ++i) {  // the whole batch, even once done
+      Status s = OnCallCompletion(batch[i], done);
+      if (!s.ok()) return EndCall(std::move(s));
+    }
+    if (done) return EndCall(Status::Ok());
+    if (*n > 0) continue;
+    if (call.deadline.expired()) {
+      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
+    }
+    if (!call.armed) {
+      Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
+      if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
+      call.armed = true;
+      continue;
+    }
+    Result<bool> event = conn->WaitNotify(Deadline::Now());
+    if (!event.ok()) {
+      // Down: what is left completes as flushed work, or nothing is left.
+      Result<size_t> left = conn->TryPollCompletions(batch);
+      if (left.ok() && *left > 0) {
+        for (size_t i = 0; i < *left; ++i) {
+          Status s = OnCallCompletion(batch[i], done);
+          if (!s.ok()) return EndCall(std::move(s));
+        }
+        if (done) return EndCall(Status::Ok());
+        continue;
+      }
+      return EndCall(event.status().WithContext("waiting for the NAA"));
+    }
+    if (!*event) return std::nullopt;  // armed; notify_fd() signals the next step
+    call.armed = false;
+  }
+}
+
+Status ClientSession::Impl::EndCall(Status s) {
+  call.active = false;
+  const uint8_t fncode = call.fncode;
+  const bool written = call.written;
+  const uint32_t status_imm = call.status_imm;
   // Names the call in errors; built only when one occurs.
   auto what = [fncode] { return "call of function " + std::to_string(fncode); };
-  if (!streams.empty()) {
-    s = RunStreams(*call_options.streams, write_id, deadline, status_imm);
-    written = answered = s.ok();
-  } else {
-    s = internal::PollUntil(*conn, deadline, "waiting for the NAA", [&](const Completion& c, bool& done) -> Status {
-      if (c.status != CompletionStatus::kSuccess) {
-        return internal::CompletionFailure(
-            c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
-      }
-      if (c.wr_id == write_id) {
-        written = true;
-        send_budget.OnSendCompleted(c.wr_id);
-        if (sm.state() == CommState::kDataSending) {
-          NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
-        }
-      } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
-        // Receives complete in posting order: this is the oldest posted one.
-        --posted_data_recvs;
-        if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
-          return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
-        }
-        answered = true;
-        status_imm = c.imm_data;
-      } else {
-        return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
-      }
-      done = written && answered;
-      return Status::Ok();
-    });
-  }
   if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
     s = DeadlineExceededError(
         what() + ": no answer from the NAA before the deadline" +
@@ -836,6 +920,35 @@ const RegionSpec& ClientSession::spec(size_t index) const { return impl_->params
 Status ClientSession::Call(uint8_t function_code, Deadline deadline, const CallOptions& options) {
   return impl_->DoCall(function_code, deadline, options);
 }
+
+Status ClientSession::StartCall(uint8_t function_code, Deadline deadline,
+                                const CallOptions& options) {
+  if (!impl_->streams.empty()) {
+    return InvalidArgumentError("StartCall: a session with streams runs its calls with Call()");
+  }
+  return impl_->BeginCall(function_code, deadline, options);
+}
+
+std::optional<Status> ClientSession::ContinueCall() { return impl_->ContinueCall(); }
+
+Status ClientSession::FinishCall() {
+  Impl& m = *impl_;
+  if (!m.call.active) return FailedPreconditionError("no call in flight on this session");
+  if (!m.conn) return m.EndCall(DisconnectedError("the session was closed during the call"));
+  return m.EndCall(internal::PollUntil(
+      *m.conn, m.call.deadline, "waiting for the NAA",
+      [&m](const Completion& c, bool& done) { return m.OnCallCompletion(c, done); }));
+}
+
+void ClientSession::AbandonCall() {
+  if (impl_->call.active) {
+    impl_->EndCall(CancelledError("the call was abandoned (its client was destroyed)")).IgnoreError();
+  }
+}
+
+int ClientSession::notify_fd() const { return impl_->conn ? impl_->conn->notify_fd() : -1; }
+
+bool ClientSession::call_in_flight() const { return impl_->call.active; }
 
 CommState ClientSession::state() const { return impl_->sm.state(); }
 Dialect ClientSession::dialect() const { return impl_->options.dialect; }

@@ -20,6 +20,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kMrspError: return "MRSP_ERROR";
     case StatusCode::kNaaError: return "NAA_ERROR";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kCancelled: return "CANCELLED";
   }
   return "UNKNOWN";
 }
@@ -55,5 +56,6 @@ Status DisconnectedError(std::string m) { return {StatusCode::kDisconnected, std
 Status TransportError(std::string m) { return {StatusCode::kTransportError, std::move(m)}; }
 Status ProtocolError(std::string m) { return {StatusCode::kProtocolError, std::move(m)}; }
 Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+Status CancelledError(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 
 }  // namespace naarpc

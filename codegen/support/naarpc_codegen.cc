@@ -1,5 +1,7 @@
 #include "naarpc/codegen_support.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -26,32 +28,63 @@ size_t SessionPool::open_sessions() const {
 }
 
 Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const size_t limit = std::max<size_t>(1, options_.max_sessions_per_routine);
-  auto ready = [&] { return !idle_.empty() || in_use_ < limit; };
-  if (deadline.infinite()) {
-    cv_.wait(lock, ready);
-  } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
-    return DeadlineExceededError(routine_ + ": no free session before the deadline (" +
-                                 std::to_string(limit) + " calls in flight)");
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const size_t limit = std::max<size_t>(1, options_.max_sessions_per_routine);
+    auto ready = [&] { return !idle_.empty() || in_use_ < limit; };
+    if (deadline.infinite()) {
+      cv_.wait(lock, ready);
+    } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
+      return DeadlineExceededError(routine_ + ": no free session before the deadline (" +
+                                   std::to_string(limit) + " calls in flight)");
+    }
+    ++in_use_;
+    if (!idle_.empty()) {
+      auto s = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(shared_from_this(), std::move(s));
+    }
   }
-  ++in_use_;
+  return OpenReserved(deadline);
+}
+
+SessionPool::Lease SessionPool::TryAcquire(bool* may_open) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *may_open = false;
   if (!idle_.empty()) {
+    ++in_use_;
     auto s = std::move(idle_.back());
     idle_.pop_back();
     return Lease(shared_from_this(), std::move(s));
   }
-  lock.unlock();
+  if (in_use_ < std::max<size_t>(1, options_.max_sessions_per_routine)) {
+    ++in_use_;
+    *may_open = true;
+  }
+  return Lease();
+}
+
+Result<SessionPool::Lease> SessionPool::OpenReserved(Deadline deadline) {
   // The call's deadline covers (re)connecting and the MRSP too.
   auto opened = ClientSession::Open(transport_, host_, port_, regions_, options_.session, deadline);
   if (!opened.ok()) {
-    lock.lock();
+    std::lock_guard<std::mutex> lock(mu_);
     --in_use_;
     cv_.notify_one();
+    FreedLocked();
     return opened.status().WithContext(routine_ + ": connecting to " + host_ + ":" +
                                        std::to_string(port_));
   }
   return Lease(shared_from_this(), std::move(opened).value());
+}
+
+void SessionPool::SetFreedListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  freed_listener_ = std::move(listener);
+}
+
+void SessionPool::FreedLocked() {
+  if (freed_listener_) freed_listener_();
 }
 
 void SessionPool::Return(std::unique_ptr<ClientSession> s) {
@@ -59,6 +92,7 @@ void SessionPool::Return(std::unique_ptr<ClientSession> s) {
   --in_use_;
   if (s != nullptr) idle_.push_back(std::move(s));
   cv_.notify_one();
+  FreedLocked();
 }
 
 SessionPool::Lease::Lease(Lease&& other) noexcept
@@ -87,8 +121,16 @@ void SessionPool::Lease::Release() {
 
 Status SessionPool::Lease::Call(uint8_t function_code, Deadline deadline,
                                 const CallOptions& options) {
-  Status s = session_->Call(function_code, deadline, options);
-  if (!s.ok() && s.code() != StatusCode::kNaaError &&
+  return EndCall(session_->Call(function_code, deadline, options));
+}
+
+Status SessionPool::Lease::StartCall(uint8_t function_code, Deadline deadline,
+                                     const CallOptions& options) {
+  return EndCall(session_->StartCall(function_code, deadline, options));
+}
+
+Status SessionPool::Lease::EndCall(Status s) {
+  if (session_ != nullptr && !s.ok() && s.code() != StatusCode::kNaaError &&
       s.code() != StatusCode::kInvalidArgument) {
     // The session is unusable (ERROR); drop it now.
     session_->Close().IgnoreError();
@@ -115,7 +157,10 @@ void AsyncRunner::Run(std::function<Status()> call, std::function<void(Status)> 
   queue_.push_back([call = std::move(call), done = std::move(done)] { done(call()); });
   // A thread per queued call (calls block while in flight), up to the limit.
   if (queue_.size() > idle_ && threads_.size() < max_threads_) {
-    threads_.emplace_back([this] { Loop(); });
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "naarpc-helper");
+      Loop();
+    });
   }
   cv_.notify_one();
 }

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -86,6 +87,27 @@ class ClientSession {
   // later call fails fast.
   Status Call(uint8_t function_code, Deadline deadline,
               const CallOptions& options = {});
+
+  // Call() without blocking, for event loops (the generated clients' async
+  // calls run this way): StartCall validates and posts the request (an error
+  // means no call is in flight); then ContinueCall advances it whenever
+  // notify_fd() is readable, and once the deadline has passed. ContinueCall
+  // returns the call's status (as Call() would) once it has finished, or
+  // std::nullopt while it is in flight; it never blocks. Routines with
+  // streams run with Call() only. REQUIRES: one call in flight at a time.
+  Status StartCall(uint8_t function_code, Deadline deadline, const CallOptions& options = {});
+  std::optional<Status> ContinueCall();
+  // Blocks until the call started by StartCall has finished (for a
+  // transport without notify_fd()); its status, as Call() returns it.
+  Status FinishCall();
+  // Ends the call in flight with kCancelled; the session is then in ERROR
+  // (its connection closed, so the NAA's answer cannot land). No-op if none.
+  void AbandonCall();
+  // The connection's notification descriptor (Connection::notify_fd);
+  // -1 if the transport has none or the session is closed.
+  int notify_fd() const;
+  // Whether a call started by StartCall has not finished yet.
+  bool call_in_flight() const;
 
   CommState state() const;
   Dialect dialect() const;

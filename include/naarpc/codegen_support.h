@@ -4,6 +4,7 @@
 #ifndef NAARPC_CODEGEN_SUPPORT_H_
 #define NAARPC_CODEGEN_SUPPORT_H_
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -119,6 +120,10 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
     explicit operator bool() const { return session_ != nullptr; }
     // Runs a call; a session left in ERROR is not returned to the pool.
     Status Call(uint8_t function_code, Deadline deadline, const CallOptions& options);
+    // Call() in steps, for the CallEngine: ClientSession::StartCall, then
+    // EndCall with the call's status (drops a failed session, as Call does).
+    Status StartCall(uint8_t function_code, Deadline deadline, const CallOptions& options);
+    Status EndCall(Status status);
 
    private:
     friend class SessionPool;
@@ -133,10 +138,23 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   // REQUIRES: the pool is owned by a shared_ptr.
   Result<Lease> Acquire(Deadline deadline);
 
+  // Acquire in two steps, for event loops (CallEngine). TryAcquire never
+  // waits: an idle session; or an empty lease and *may_open = true, which
+  // reserves a slot: then OpenReserved (blocking: connect + MRSP) fills it;
+  // or an empty lease and *may_open = false: all sessions are in use.
+  Lease TryAcquire(bool* may_open);
+  Result<Lease> OpenReserved(Deadline deadline);
+  // Called, under the pool's lock, whenever a session or slot is freed; it
+  // must not block or call into the pool. nullptr to stop.
+  void SetFreedListener(std::function<void()> listener);
+
   size_t open_sessions() const;
+  const std::string& routine() const { return routine_; }
+  size_t max_sessions() const { return std::max<size_t>(1, options_.max_sessions_per_routine); }
 
  private:
   void Return(std::unique_ptr<ClientSession> s);
+  void FreedLocked();
 
   Transport& transport_;
   const std::string host_;
@@ -148,6 +166,7 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<ClientSession>> idle_;
   size_t in_use_ = 0;  // leased or being opened
+  std::function<void()> freed_listener_;
 };
 
 // Runs a client's asynchronous calls on a few long-lived threads, started

@@ -33,6 +33,8 @@ class Deadline {
         std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
   }
   static Deadline At(Clock::time_point t) { return Deadline(t); }
+  // Already expired: waits with it only take what is ready.
+  static Deadline Now() { return Deadline(Clock::now()); }
 
   bool infinite() const { return when_ == Clock::time_point::max(); }
   bool expired() const { return !infinite() && Clock::now() >= when_; }

@@ -27,6 +27,7 @@ enum class StatusCode : uint8_t {
   kMrspError,           // the peer answered MRSP with an Error message
   kNaaError,            // the NAA finished the call with a non-zero status
   kInternal,
+  kCancelled,           // abandoned by its owner (e.g. the client was destroyed)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -81,6 +82,7 @@ Status DisconnectedError(std::string msg);
 Status TransportError(std::string msg);
 Status ProtocolError(std::string msg);
 Status InternalError(std::string msg);
+Status CancelledError(std::string msg);
 
 // Either a value or a non-OK Status.
 template <typename T>

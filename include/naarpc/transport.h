@@ -157,6 +157,16 @@ class Connection {
   // (ibv_poll_cq). kDisconnected once the peer is gone and none is left.
   virtual Result<size_t> TryPollCompletions(std::span<Completion> out) = 0;
 
+  // For event loops (epoll, poll): a descriptor that becomes readable when
+  // the connection needs its owner: a notification armed by RequestNotify
+  // may have been raised, the connection went down, or the backend needs a
+  // progress step. The owner then calls WaitNotify(Deadline::Now()) (which
+  // makes that progress and consumes a raised event) and TryPollCompletions.
+  // Readiness may be spurious; it lasts until WaitNotify has run. Only
+  // watch it, never read it; it stays valid for the connection's lifetime.
+  // -1 if the backend has none (drive the connection with WaitNotify).
+  virtual int notify_fd() { return -1; }
+
   // Largest payload the backend sends inline (0 if none); informational.
   virtual uint32_t max_inline_data() const { return 0; }
 

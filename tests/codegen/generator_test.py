@@ -229,7 +229,7 @@ class StreamTest(GenCase):
                       "      naarpc::codegen::StreamSink<uint16_t>& out,", h)
         self.assertIn(".stream = {.chunk_size = 1024, .window = 4}", cc)
         self.assertIn(".stream = {.chunk_size = 6, .window = 1}", cc)
-        self.assertIn("async_runner_.Run([=, this, &data, &out] {", cc)
+        self.assertIn("engine_.RunBlocking([=, this, &data, &out] {", cc)
         # Skeleton: readers and writers, the host's streams checked.
         self.assertIn("naarpc::codegen::StreamReader<float>& data,", h)
         self.assertIn("naarpc::codegen::StreamWriter<uint16_t>& out)", h)

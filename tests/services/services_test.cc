@@ -200,16 +200,17 @@ TEST_P(ServicesTest, CallbackFormDeliversTheStatusAndResults) {
 }
 
 // A dropped future does not wait for its call (the test would deadlock:
-// the call is running and ends only after Release()), and the client, when
-// destroyed, waits for it.
-TEST_P(ServicesTest, DroppedFutureDoesNotWaitAndTheClientOutlivesItsCalls) {
+// the call is running and ends only after Release()). Destroying the client
+// afterwards ends the call either way (answered, or cancelled: see
+// async_engine_test).
+TEST_P(ServicesTest, DroppedFutureDoesNotWaitForItsCall) {
   auto client = Make<e2e::LatchClient>();
   uint32_t y = 0;
   (void)client->WaitAsync(42, &y, naarpc::Deadline::After(std::chrono::seconds(60)));
   latch_.AwaitStarted();
   latch_.Release();
   client.reset();
-  EXPECT_EQ(y, 42u);
+  EXPECT_TRUE(y == 0 || y == 42) << y;
 }
 
 // A zero-copy call object keeps its connection and pool alive after the

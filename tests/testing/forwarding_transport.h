@@ -32,6 +32,7 @@ class ForwardingConnection : public Connection {
   }
   Status RequestNotify(NotifyMode mode) override { return inner_->RequestNotify(mode); }
   Result<bool> WaitNotify(Deadline deadline) override { return inner_->WaitNotify(deadline); }
+  int notify_fd() override { return inner_->notify_fd(); }
   Result<size_t> TryPollCompletions(std::span<Completion> out) override {
     return inner_->TryPollCompletions(out);
   }

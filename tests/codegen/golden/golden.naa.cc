@@ -99,7 +99,7 @@ KitchenClient::KitchenClient(naarpc::Transport& transport, std::string host,
     , pool_echo_(std::make_shared<naarpc::codegen::SessionPool>(
           transport, host, port, "Kitchen.Echo", KitchenEchoRegions(),
           options))
-    , async_runner_(options.max_sessions_per_routine * 2)
+    , engine_(options.max_sessions_per_routine * 2)
 {}
 
 KitchenClient::~KitchenClient() = default;
@@ -167,6 +167,11 @@ std::span<uint64_t> KitchenClient::MixedCall::var_io() const {
 }
 
 naarpc::Status KitchenClient::MixedCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status KitchenClient::MixedCall::StartAsync(naarpc::Deadline deadline) {
   if (!lease_) {
     return naarpc::FailedPreconditionError(
         "Kitchen.Mixed: the call's connection failed; start a new call with NewMixedCall()");
@@ -198,7 +203,12 @@ naarpc::Status KitchenClient::MixedCall::Invoke(naarpc::Deadline deadline) {
   };
   naarpc::CallOptions naarpc_options;
   naarpc_options.send_lengths = naarpc_send_lengths;
-  naarpc::Status naarpc_status = lease_.Call(kMixedFunctionCode, deadline, naarpc_options);
+  naarpc::Status naarpc_status = lease_.StartCall(kMixedFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status KitchenClient::MixedCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
   if (!naarpc_status.ok()) {
     return naarpc::codegen::AnnotateCallStatus(
         naarpc_status, "Kitchen.Mixed",
@@ -310,9 +320,13 @@ std::future<naarpc::Status> KitchenClient::MixedAsync(
     std::span<int8_t> fixed_io,
     std::vector<uint64_t>* var_io,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void KitchenClient::MixedAsync(
@@ -327,9 +341,83 @@ void KitchenClient::MixedAsync(
     std::vector<uint64_t>* var_io,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
-    return Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, deadline);
-  }, std::move(done));
+  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
+    if (fixed_in.size() != 8) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_in' needs exactly 8 elements (u16), got " +
+          std::to_string(fixed_in.size()) + "; nothing was sent");
+    }
+    if (var_in.size() > 16) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_in' takes at most 16 elements (f64), got " +
+          std::to_string(var_in.size()) + "; nothing was sent");
+    }
+    if (blob.size() != 32) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'blob' needs exactly 32 elements (bytes), got " +
+          std::to_string(blob.size()) + "; nothing was sent");
+    }
+    if (fixed_out.size() != 4) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_out' needs exactly 4 elements (i64), got " +
+          std::to_string(fixed_out.size()) + "; nothing was sent");
+    }
+    if (scalar_out == nullptr) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'scalar_out' must not be null; nothing was sent");
+    }
+    if (var_out == nullptr) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_out' must not be null; nothing was sent");
+    }
+    if (fixed_io.size() != 3) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_io' needs exactly 3 elements (i8), got " +
+          std::to_string(fixed_io.size()) + "; nothing was sent");
+    }
+    if (var_io == nullptr) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' must not be null; nothing was sent");
+    }
+    if (var_io->size() > 5) {
+      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most 5 elements (u64), got " +
+          std::to_string(var_io->size()) + "; nothing was sent");
+    }
+    return naarpc::Status::Ok();
+  }();
+  if (!naarpc_check.ok()) {
+    engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  engine_.Submit(pool_mixed_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<MixedCall>>(
+          deadline,
+          [=]([[maybe_unused]] MixedCall& naarpc_c) {
+            if (fixed_in.size() != 0) {
+              std::memcpy(naarpc_c.fixed_in().data(), fixed_in.data(), fixed_in.size() * sizeof(uint16_t));
+            }
+            naarpc_c.scalar_in()[0] = scalar_in;
+            if (var_in.size() != 0) {
+              std::memcpy(naarpc_c.var_in().data(), var_in.data(), var_in.size() * sizeof(double));
+            }
+            naarpc_c.set_var_in_size(var_in.size());
+            if (blob.size() != 0) {
+              std::memcpy(naarpc_c.blob().data(), blob.data(), blob.size() * sizeof(std::byte));
+            }
+            if (fixed_io.size() != 0) {
+              std::memcpy(naarpc_c.fixed_io().data(), fixed_io.data(), fixed_io.size() * sizeof(int8_t));
+            }
+            if (var_io->size() != 0) {
+              std::memcpy(naarpc_c.var_io().data(), var_io->data(), var_io->size() * sizeof(uint64_t));
+            }
+            naarpc_c.set_var_io_size(var_io->size());
+          },
+          [=]([[maybe_unused]] MixedCall& naarpc_c) {
+            std::memcpy(fixed_out.data(), naarpc_c.fixed_out().data(), fixed_out.size() * sizeof(int64_t));
+            *scalar_out = naarpc_c.scalar_out()[0];
+            {
+              const auto naarpc_out = naarpc_c.var_out().first(naarpc_c.var_out_size());
+              var_out->assign(naarpc_out.begin(), naarpc_out.end());
+            }
+            std::memcpy(fixed_io.data(), naarpc_c.fixed_io().data(), fixed_io.size() * sizeof(int8_t));
+            {
+              const auto naarpc_out = naarpc_c.var_io().first(naarpc_c.var_io_size());
+              var_io->assign(naarpc_out.begin(), naarpc_out.end());
+            }
+          }),
+      std::move(done));
 }
 
 // ----- Echo
@@ -353,6 +441,11 @@ std::span<uint8_t> KitchenClient::EchoCall::y() const {
 }
 
 naarpc::Status KitchenClient::EchoCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status KitchenClient::EchoCall::StartAsync(naarpc::Deadline deadline) {
   if (!lease_) {
     return naarpc::FailedPreconditionError(
         "Kitchen.Echo: the call's connection failed; start a new call with NewEchoCall()");
@@ -369,7 +462,12 @@ naarpc::Status KitchenClient::EchoCall::Invoke(naarpc::Deadline deadline) {
   };
   naarpc::CallOptions naarpc_options;
   naarpc_options.send_lengths = naarpc_send_lengths;
-  naarpc::Status naarpc_status = lease_.Call(kEchoFunctionCode, deadline, naarpc_options);
+  naarpc::Status naarpc_status = lease_.StartCall(kEchoFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status KitchenClient::EchoCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
   if (!naarpc_status.ok()) {
     return naarpc::codegen::AnnotateCallStatus(
         naarpc_status, "Kitchen.Echo",
@@ -414,9 +512,13 @@ std::future<naarpc::Status> KitchenClient::EchoAsync(
     std::span<const uint8_t> x,
     std::vector<uint8_t>* y,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Echo(x, y, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  EchoAsync(x, y,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void KitchenClient::EchoAsync(
@@ -424,9 +526,36 @@ void KitchenClient::EchoAsync(
     std::vector<uint8_t>* y,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
-    return Echo(x, y, deadline);
-  }, std::move(done));
+  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
+    if (x.size() > 100) {
+      return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'x' takes at most 100 elements (u8), got " +
+          std::to_string(x.size()) + "; nothing was sent");
+    }
+    if (y == nullptr) {
+      return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'y' must not be null; nothing was sent");
+    }
+    return naarpc::Status::Ok();
+  }();
+  if (!naarpc_check.ok()) {
+    engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  engine_.Submit(pool_echo_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<EchoCall>>(
+          deadline,
+          [=]([[maybe_unused]] EchoCall& naarpc_c) {
+            if (x.size() != 0) {
+              std::memcpy(naarpc_c.x().data(), x.data(), x.size() * sizeof(uint8_t));
+            }
+            naarpc_c.set_x_size(x.size());
+          },
+          [=]([[maybe_unused]] EchoCall& naarpc_c) {
+            {
+              const auto naarpc_out = naarpc_c.y().first(naarpc_c.y_size());
+              y->assign(naarpc_out.begin(), naarpc_out.end());
+            }
+          }),
+      std::move(done));
 }
 
 // ===== Kitchen: software-NAA skeleton ================================
@@ -640,7 +769,7 @@ SecondClient::SecondClient(naarpc::Transport& transport, std::string host,
     : pool_ping_(std::make_shared<naarpc::codegen::SessionPool>(
           transport, host, port, "Second.Ping", SecondPingRegions(),
           options))
-    , async_runner_(options.max_sessions_per_routine * 1)
+    , engine_(options.max_sessions_per_routine * 1)
 {}
 
 SecondClient::~SecondClient() = default;
@@ -660,12 +789,22 @@ std::span<uint32_t> SecondClient::PingCall::v() const {
 }
 
 naarpc::Status SecondClient::PingCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status SecondClient::PingCall::StartAsync(naarpc::Deadline deadline) {
   if (!lease_) {
     return naarpc::FailedPreconditionError(
         "Second.Ping: the call's connection failed; start a new call with NewPingCall()");
   }
   const naarpc::CallOptions naarpc_options;
-  naarpc::Status naarpc_status = lease_.Call(kPingFunctionCode, deadline, naarpc_options);
+  naarpc::Status naarpc_status = lease_.StartCall(kPingFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status SecondClient::PingCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
   if (!naarpc_status.ok()) {
     return naarpc::codegen::AnnotateCallStatus(
         naarpc_status, "Second.Ping",
@@ -692,18 +831,39 @@ naarpc::Status SecondClient::Ping(
 std::future<naarpc::Status> SecondClient::PingAsync(
     uint32_t* v,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Ping(v, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  PingAsync(v,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void SecondClient::PingAsync(
     uint32_t* v,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
-    return Ping(v, deadline);
-  }, std::move(done));
+  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
+    if (v == nullptr) {
+      return naarpc::InvalidArgumentError("Second.Ping: parameter 'v' must not be null; nothing was sent");
+    }
+    return naarpc::Status::Ok();
+  }();
+  if (!naarpc_check.ok()) {
+    engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  engine_.Submit(pool_ping_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<PingCall>>(
+          deadline,
+          [=]([[maybe_unused]] PingCall& naarpc_c) {
+            naarpc_c.v()[0] = *v;
+          },
+          [=]([[maybe_unused]] PingCall& naarpc_c) {
+            *v = naarpc_c.v()[0];
+          }),
+      std::move(done));
 }
 
 // ===== Second: software-NAA skeleton ================================
@@ -868,7 +1028,7 @@ StreamerClient::StreamerClient(naarpc::Transport& transport, std::string host,
     , pool_wide_(std::make_shared<naarpc::codegen::SessionPool>(
           transport, host, port, "Streamer.Wide", StreamerWideRegions(),
           options))
-    , async_runner_(options.max_sessions_per_routine * 3)
+    , engine_(options.max_sessions_per_routine * 3)
 {}
 
 StreamerClient::~StreamerClient() = default;
@@ -947,9 +1107,13 @@ std::future<naarpc::Status> StreamerClient::DigestAsync(
     std::span<const float> data,
     double* sum,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Digest(seed, data, sum, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::DigestAsync(
@@ -958,7 +1122,8 @@ void StreamerClient::DigestAsync(
     double* sum,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this] {
     return Digest(seed, data, sum, deadline);
   }, std::move(done));
 }
@@ -968,9 +1133,13 @@ std::future<naarpc::Status> StreamerClient::DigestAsync(
     naarpc::codegen::StreamSource<float>& data,
     double* sum,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this, &data] {
-    return Digest(seed, data, sum, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::DigestAsync(
@@ -979,7 +1148,8 @@ void StreamerClient::DigestAsync(
     double* sum,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this, &data] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this, &data] {
     return Digest(seed, data, sum, deadline);
   }, std::move(done));
 }
@@ -1045,9 +1215,13 @@ std::future<naarpc::Status> StreamerClient::ConvertAsync(
     std::span<const uint16_t> src,
     std::vector<int64_t>* dst,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Convert(src, dst, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::ConvertAsync(
@@ -1055,7 +1229,8 @@ void StreamerClient::ConvertAsync(
     std::vector<int64_t>* dst,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this] {
     return Convert(src, dst, deadline);
   }, std::move(done));
 }
@@ -1064,9 +1239,13 @@ std::future<naarpc::Status> StreamerClient::ConvertAsync(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this, &src, &dst] {
-    return Convert(src, dst, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::ConvertAsync(
@@ -1074,7 +1253,8 @@ void StreamerClient::ConvertAsync(
     naarpc::codegen::StreamSink<int64_t>& dst,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this, &src, &dst] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this, &src, &dst] {
     return Convert(src, dst, deadline);
   }, std::move(done));
 }
@@ -1267,9 +1447,13 @@ std::future<naarpc::Status> StreamerClient::WideAsync(
     std::vector<uint8_t>* out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this] {
-    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::WideAsync(
@@ -1289,7 +1473,8 @@ void StreamerClient::WideAsync(
     uint32_t* total,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this] {
     return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
   }, std::move(done));
 }
@@ -1310,9 +1495,13 @@ std::future<naarpc::Status> StreamerClient::WideAsync(
     naarpc::codegen::StreamSink<uint8_t>& out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  return async_runner_.Run([=, this, &out] {
-    return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
-  });
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
 }
 
 void StreamerClient::WideAsync(
@@ -1332,7 +1521,8 @@ void StreamerClient::WideAsync(
     uint32_t* total,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  async_runner_.Run([=, this, &out] {
+  // Sources and sinks are user code that may block: a helper thread runs it.
+  engine_.RunBlocking([=, this, &out] {
     return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
   }, std::move(done));
 }

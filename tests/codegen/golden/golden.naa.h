@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "naarpc/call_engine.h"
 #include "naarpc/codegen_support.h"
 #include "naarpc/deadline.h"
 #include "naarpc/naa_server.h"
@@ -79,8 +80,9 @@ class KitchenClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
   // Asynchronous Mixed: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
@@ -92,7 +94,8 @@ class KitchenClientInterface {
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before MixedAsync has returned); `done` must not block.
   virtual void MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
@@ -115,13 +118,15 @@ class KitchenClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
   // Asynchronous Echo: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before EchoAsync has returned); `done` must not block.
   virtual void EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
@@ -131,8 +136,10 @@ class KitchenClientInterface {
 
 // Talks to one NAA (host:port) serving Kitchen: one connection (MRSP,
 // region layout) per routine and call in flight, opened on first use and
-// reopened after a failure. Thread-safe. Destroying the client waits for
-// its asynchronous calls; a zero-copy call object may outlive it.
+// reopened after a failure. Thread-safe. Destroying the client ends its
+// asynchronous calls still queued or in flight with kCancelled (their
+// connections closed) and waits for connects in progress; a zero-copy call
+// object may outlive it.
 class KitchenClient final : public KitchenClientInterface {
  public:
   // REQUIRES: `transport` outlives the client.
@@ -212,8 +219,12 @@ class KitchenClient final : public KitchenClientInterface {
 
    private:
     friend class KitchenClient;
+    template <typename> friend class naarpc::codegen::CallOp;
     explicit MixedCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
     naarpc::codegen::SessionPool::Lease lease_;
     size_t var_in_size_ = 0;
     size_t var_out_size_ = 0;
@@ -255,8 +266,12 @@ class KitchenClient final : public KitchenClientInterface {
 
    private:
     friend class KitchenClient;
+    template <typename> friend class naarpc::codegen::CallOp;
     explicit EchoCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
     naarpc::codegen::SessionPool::Lease lease_;
     size_t x_size_ = 0;
     size_t y_size_ = 0;
@@ -268,7 +283,7 @@ class KitchenClient final : public KitchenClientInterface {
  private:
   std::shared_ptr<naarpc::codegen::SessionPool> pool_mixed_;
   std::shared_ptr<naarpc::codegen::SessionPool> pool_echo_;
-  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
+  naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
 // ===== Kitchen: software-NAA skeleton ================================
@@ -363,12 +378,14 @@ class SecondClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
   // Asynchronous Ping: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> PingAsync(
       uint32_t* v,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before PingAsync has returned); `done` must not block.
   virtual void PingAsync(
       uint32_t* v,
       std::function<void(naarpc::Status)> done,
@@ -377,8 +394,10 @@ class SecondClientInterface {
 
 // Talks to one NAA (host:port) serving Second: one connection (MRSP,
 // region layout) per routine and call in flight, opened on first use and
-// reopened after a failure. Thread-safe. Destroying the client waits for
-// its asynchronous calls; a zero-copy call object may outlive it.
+// reopened after a failure. Thread-safe. Destroying the client ends its
+// asynchronous calls still queued or in flight with kCancelled (their
+// connections closed) and waits for connects in progress; a zero-copy call
+// object may outlive it.
 class SecondClient final : public SecondClientInterface {
  public:
   // REQUIRES: `transport` outlives the client.
@@ -411,8 +430,12 @@ class SecondClient final : public SecondClientInterface {
 
    private:
     friend class SecondClient;
+    template <typename> friend class naarpc::codegen::CallOp;
     explicit PingCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
     naarpc::codegen::SessionPool::Lease lease_;
   };
   // Waits for a free connection of Ping (connecting if needed).
@@ -421,7 +444,7 @@ class SecondClient final : public SecondClientInterface {
 
  private:
   std::shared_ptr<naarpc::codegen::SessionPool> pool_ping_;
-  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
+  naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
 // ===== Second: software-NAA skeleton ================================
@@ -494,14 +517,16 @@ class StreamerClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
   // Asynchronous Digest: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> DigestAsync(
       uint32_t seed,
       std::span<const float> data,
       double* sum,
       naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before DigestAsync has returned); `done` must not block.
   virtual void DigestAsync(
       uint32_t seed,
       std::span<const float> data,
@@ -540,13 +565,15 @@ class StreamerClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
   // Asynchronous Convert: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> ConvertAsync(
       std::span<const uint16_t> src,
       std::vector<int64_t>* dst,
       naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before ConvertAsync has returned); `done` must not block.
   virtual void ConvertAsync(
       std::span<const uint16_t> src,
       std::vector<int64_t>* dst,
@@ -605,8 +632,9 @@ class StreamerClientInterface {
       naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
   // Asynchronous Wide: the arguments must stay valid until the future
   // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. Dropping
-  // the future does not wait for the call.
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> WideAsync(
       uint8_t a0,
       uint8_t a1,
@@ -623,7 +651,8 @@ class StreamerClientInterface {
       std::vector<uint8_t>* out,
       uint32_t* total,
       naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
-  // The same, calling `done` with the status (on a client thread).
+  // The same, calling `done` with the status on a client thread (never
+  // before WideAsync has returned); `done` must not block.
   virtual void WideAsync(
       uint8_t a0,
       uint8_t a1,
@@ -700,8 +729,10 @@ class StreamerClientInterface {
 
 // Talks to one NAA (host:port) serving Streamer: one connection (MRSP,
 // region layout) per routine and call in flight, opened on first use and
-// reopened after a failure. Thread-safe. Destroying the client waits for
-// its asynchronous calls; a zero-copy call object may outlive it.
+// reopened after a failure. Thread-safe. Destroying the client ends its
+// asynchronous calls still queued or in flight with kCancelled (their
+// connections closed) and waits for connects in progress; a zero-copy call
+// object may outlive it.
 class StreamerClient final : public StreamerClientInterface {
  public:
   // REQUIRES: `transport` outlives the client.
@@ -965,7 +996,7 @@ class StreamerClient final : public StreamerClientInterface {
   std::shared_ptr<naarpc::codegen::SessionPool> pool_digest_;
   std::shared_ptr<naarpc::codegen::SessionPool> pool_convert_;
   std::shared_ptr<naarpc::codegen::SessionPool> pool_wide_;
-  naarpc::codegen::AsyncRunner async_runner_;  // last: its calls use the pools
+  naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
 // ===== Streamer: software-NAA skeleton ================================
