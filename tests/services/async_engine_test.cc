@@ -5,6 +5,8 @@
 // descriptors. Emulated here; verbs inside the Soft-RoCE guest.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +15,8 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <optional>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,6 +68,15 @@ class GateImpl final : public e2e::LatchService {
   std::condition_variable cv_;
   int running_ = 0, max_running_ = 0;
   bool open_ = false;
+};
+
+class BulkImpl final : public e2e::BulkService {
+ public:
+  e2e::BulkError Flip(const naarpc::NaaCall&, std::span<const uint8_t> data,
+                      std::span<uint8_t> back) override {
+    for (size_t i = 0; i < data.size(); ++i) back[i] = data[i] ^ 0x5a;
+    return e2e::BulkError::kOk;
+  }
 };
 
 // Server-side connections, kept so a test can disconnect them (the client
@@ -147,7 +160,10 @@ class AsyncEngineTest : public ::testing::TestWithParam<const char*> {
           return std::unique_ptr<naarpc::Connection>(
               std::make_unique<ConnectionRegistry::Tracked>(std::move(c), registry_));
         });
-    auto s = naarpc::NaaServer::Start(*server_transport_, address_, 0, gate_);
+    auto h = naarpc::codegen::CompositeHandler::Create({&gate_, &bulk_});
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    handler_ = std::move(h).value();
+    auto s = naarpc::NaaServer::Start(*server_transport_, address_, 0, *handler_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(s).value();
   }
@@ -155,16 +171,19 @@ class AsyncEngineTest : public ::testing::TestWithParam<const char*> {
     gate_.Open();
     if (server_) server_->Shutdown();
   }
-  std::unique_ptr<e2e::LatchClient> MakeClient(size_t sessions,
+  template <typename Client = e2e::LatchClient>
+  std::unique_ptr<Client> MakeClient(size_t sessions,
                                                naarpc::Transport* transport = nullptr) {
     naarpc::codegen::StubOptions options;
     options.max_sessions_per_routine = sessions;
-    return std::make_unique<e2e::LatchClient>(transport ? *transport : *transport_, address_,
-                                              server_->port(), options);
+    return std::make_unique<Client>(transport ? *transport : *transport_, address_,
+                                    server_->port(), options);
   }
 
   std::string address_;
   GateImpl gate_;
+  BulkImpl bulk_;
+  std::unique_ptr<naarpc::codegen::CompositeHandler> handler_;
   ConnectionRegistry registry_;
   std::unique_ptr<naarpc::Transport> transport_;
   std::unique_ptr<naarpc::Transport> server_transport_;
@@ -339,6 +358,101 @@ TEST_P(AsyncEngineTest, SyncAndAsyncCallsShareTheSessions) {
     EXPECT_EQ(ys[i], uint32_t(i));
   }
   sync.join();
+}
+
+// Inputs and outputs far larger than the sockets buffer: the engine keeps
+// pushing and taking them (the emulated transport's output and input
+// progress) while it waits on notify_fd.
+TEST_P(AsyncEngineTest, MegabytesEachWayWhileSeveralCallsAreInFlight) {
+  constexpr int kCalls = 4;
+  constexpr size_t kBytes = 8u << 20;
+  auto client = MakeClient<e2e::BulkClient>(2);
+  std::vector<std::vector<uint8_t>> in(kCalls, std::vector<uint8_t>(kBytes));
+  std::vector<std::vector<uint8_t>> out(kCalls, std::vector<uint8_t>(kBytes));
+  for (int c = 0; c < kCalls; ++c) {
+    for (size_t i = 0; i < kBytes; ++i) in[c][i] = uint8_t(i * 31 + c);
+  }
+  std::vector<std::future<Status>> calls;
+  for (int c = 0; c < kCalls; ++c) {
+    calls.push_back(client->FlipAsync(in[c], out[c], naarpc::Deadline::After(kHangGuard)));
+  }
+  for (int c = 0; c < kCalls; ++c) {
+    Status s = calls[c].get();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    size_t wrong = 0;
+    for (size_t i = 0; i < kBytes; ++i) wrong += out[c][i] != (in[c][i] ^ 0x5a);
+    EXPECT_EQ(wrong, 0u) << "call " << c;
+  }
+}
+
+// The session API under the engine: one thread drives several sessions'
+// calls with StartCall / ContinueCall and epoll on their notify_fd.
+TEST_P(AsyncEngineTest, OneThreadDrivesSeveralSessionsThroughNotifyFd) {
+  constexpr int kSessions = 4;
+  std::vector<std::unique_ptr<naarpc::ClientSession>> sessions;
+  for (int i = 0; i < kSessions; ++i) {
+    auto s = naarpc::ClientSession::Open(
+        *transport_, address_, server_->port(),
+        {{.name = "x", .direction = naarpc::Direction::kIn, .size = 4},
+         {.name = "y", .direction = naarpc::Direction::kOut, .size = 4}});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    sessions.push_back(std::move(s).value());
+  }
+  for (int i = 0; i < kSessions; ++i) {
+    const uint32_t x = 100 + i;
+    std::memcpy(sessions[i]->buffer(0).data(), &x, sizeof x);
+    Status s = sessions[i]->StartCall(e2e::LatchClient::kWaitFunctionCode,
+                                      naarpc::Deadline::After(kHangGuard));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(sessions[i]->call_in_flight());
+  }
+  gate_.AwaitRunning(kSessions);
+  // Every kernel is held: ContinueCall returns at once, the calls in flight
+  // (one that waited would return only at the deadline, with a status).
+  for (auto& session : sessions) {
+    EXPECT_FALSE(session->ContinueCall().has_value());
+    EXPECT_EQ(session->StartCall(e2e::LatchClient::kWaitFunctionCode, naarpc::Deadline::After(1s))
+                  .code(),
+              StatusCode::kFailedPrecondition);
+  }
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  for (int i = 0; i < kSessions; ++i) {
+    ASSERT_GE(sessions[i]->notify_fd(), 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = i;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, sessions[i]->notify_fd(), &ev), 0);
+  }
+  gate_.Open();
+  std::vector<std::optional<Status>> results(kSessions);
+  int left = kSessions;
+  while (left > 0) {
+    epoll_event ready[kSessions];
+    const int n = ::epoll_wait(ep, ready, kSessions, int(std::chrono::milliseconds(kHangGuard).count()));
+    ASSERT_GT(n, 0) << "no session became ready before the hang guard";
+    for (int k = 0; k < n; ++k) {
+      const int i = int(ready[k].data.u32);
+      if (results[i]) continue;
+      results[i] = sessions[i]->ContinueCall();
+      if (results[i]) {
+        --left;
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, sessions[i]->notify_fd(), nullptr);
+      }
+    }
+  }
+  ::close(ep);
+  for (int i = 0; i < kSessions; ++i) {
+    ASSERT_TRUE(results[i]->ok()) << results[i]->ToString();
+    uint32_t y = 0;
+    std::memcpy(&y, sessions[i]->buffer(1).data(), sizeof y);
+    EXPECT_EQ(y, uint32_t(100 + i));
+    EXPECT_FALSE(sessions[i]->call_in_flight());
+    // The session serves the next call, blocking this time.
+    Status again = sessions[i]->Call(e2e::LatchClient::kWaitFunctionCode,
+                                     naarpc::Deadline::After(kHangGuard));
+    EXPECT_TRUE(again.ok()) << again.ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AsyncEngineTest, ::testing::Values("emulated", "verbs"),
