@@ -36,34 +36,38 @@ CallEngine::CallEngine(size_t max_connecting) : max_connecting_(std::max<size_t>
 CallEngine::~CallEngine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) return;  // never used
     stop_ = true;
   }
-  Wake();
-  thread_.join();
+  if (thread_.joinable()) {
+    Wake();
+    thread_.join();
+  }
   // Connects and blocking calls end by their deadlines; their results are
   // then queued for the (stopped) loop and cancelled below.
   helpers_.reset();
   for (auto& pool : pools_) pool->SetFreedListener(nullptr);
   CancelAll();
-  ::close(epoll_fd_);
-  ::close(wake_fd_);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-void CallEngine::EnsureStartedLocked() {
-  if (thread_.joinable()) return;
-  // REQUIRES: called with mu_ held, before the first op is queued.
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+bool CallEngine::EnsureStartedLocked() {
+  if (thread_.joinable()) return true;
+  if (!helpers_) helpers_ = std::make_unique<AsyncRunner>(max_connecting_);
+  if (epoll_fd_ < 0) epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0) wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kWakeTag;
-  if (epoll_fd_ >= 0 && wake_fd_ >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  helpers_ = std::make_unique<AsyncRunner>(max_connecting_);
+  if (epoll_fd_ < 0 || wake_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+    start_error_ = ResourceExhaustedError(std::string("async call engine: ") + std::strerror(errno));
+    return false;  // tried again with the next call
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "naarpc-engine");
     Loop();
   });
+  return true;
 }
 
 void CallEngine::Wake() {
@@ -80,18 +84,16 @@ void CallEngine::Submit(std::shared_ptr<SessionPool> pool, Deadline deadline,
   op->done = std::move(done);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    EnsureStartedLocked();
-    if (epoll_fd_ < 0 || wake_fd_ < 0) {
-      rejected_.emplace_back(std::move(op->done),
-                             ResourceExhaustedError(std::string("async call engine: ") +
-                                                    std::strerror(errno)));
-    } else {
-      if (std::find(pools_.begin(), pools_.end(), op->pool) == pools_.end()) {
-        pools_.push_back(op->pool);
-        op->pool->SetFreedListener([this] { Wake(); });
-      }
-      incoming_.push_back(std::move(op));
+    if (!EnsureStartedLocked()) {
+      helpers_->Run([s = start_error_.WithContext(op->pool->routine())] { return s; },
+                    std::move(op->done));
+      return;
     }
+    if (std::find(pools_.begin(), pools_.end(), op->pool) == pools_.end()) {
+      pools_.push_back(op->pool);
+      op->pool->SetFreedListener([this] { Wake(); });
+    }
+    incoming_.push_back(std::move(op));
   }
   Wake();
 }
@@ -99,7 +101,10 @@ void CallEngine::Submit(std::shared_ptr<SessionPool> pool, Deadline deadline,
 void CallEngine::Reject(Status status, std::function<void(Status)> done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    EnsureStartedLocked();
+    if (!EnsureStartedLocked()) {
+      helpers_->Run([status] { return status; }, std::move(done));
+      return;
+    }
     rejected_.emplace_back(std::move(done), std::move(status));
   }
   Wake();
@@ -109,7 +114,7 @@ void CallEngine::RunBlocking(std::function<Status()> call, std::function<void(St
   AsyncRunner* helpers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    EnsureStartedLocked();
+    if (!helpers_) helpers_ = std::make_unique<AsyncRunner>(max_connecting_);
     helpers = helpers_.get();
   }
   helpers->Run(std::move(call), std::move(done));
@@ -134,6 +139,7 @@ void CallEngine::Loop() {
                        : static_cast<int>(std::min<int64_t>(
                              std::chrono::ceil<std::chrono::milliseconds>(left).count(), 1 << 30));
     }
+    // Fails only with EINTR here (valid descriptors and buffer).
     const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 == kWakeTag) {

@@ -87,7 +87,8 @@ class CallEngine {
   explicit CallEngine(size_t max_connecting);
   // Calls still queued or in flight end with kCancelled (their sessions are
   // closed: the NAA's late answer can no longer land); waits for connects
-  // in progress (bounded by the calls' deadlines and connect/MRSP timeouts).
+  // and RunBlocking calls in progress (bounded by their deadlines and the
+  // connect/MRSP timeouts).
   // REQUIRES: not called from a `done` callback.
   ~CallEngine();
   CallEngine(const CallEngine&) = delete;
@@ -108,7 +109,9 @@ class CallEngine {
 
  private:
   struct Op;
-  void EnsureStartedLocked();
+  // Starts the engine thread on first use; false (start_error_) if the
+  // descriptors it needs cannot be had.
+  bool EnsureStartedLocked();
   void Loop();
   void Wake();
   void TakeIncoming();
@@ -134,6 +137,7 @@ class CallEngine {
   std::vector<std::pair<uint64_t, Status>> finished_;
   std::vector<std::pair<std::function<void(Status)>, Status>> rejected_;
   std::vector<std::shared_ptr<SessionPool>> pools_;  // listened to
+  Status start_error_;
   std::thread thread_;
 
   // Engine thread only.
