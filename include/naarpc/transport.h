@@ -162,8 +162,11 @@ class Connection {
   // may have been raised, the connection went down, or the backend needs a
   // progress step. The owner then calls WaitNotify(Deadline::Now()) (which
   // makes that progress and consumes a raised event) and TryPollCompletions.
-  // Readiness may be spurious; it lasts until WaitNotify has run. Only
-  // watch it, never read it; it stays valid for the connection's lifetime.
+  // Readiness may be spurious; it lasts until WaitNotify has run. A
+  // connection that is down may stay readable: stop watching it once
+  // WaitNotify or TryPollCompletions reports kDisconnected (the latter
+  // still returns what is left first). Only watch it, never read it; it
+  // stays valid for the connection's lifetime.
   // -1 if the backend has none (drive the connection with WaitNotify).
   virtual int notify_fd() { return -1; }
 

@@ -23,8 +23,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -378,6 +380,7 @@ class EmuConnection final : public Connection {
   Status RequestNotify(NotifyMode mode) override;
   Result<bool> WaitNotify(Deadline deadline) override;
   Result<size_t> TryPollCompletions(std::span<Completion> out) override;
+  int notify_fd() override;
   Status Disconnect() override;
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
@@ -473,6 +476,7 @@ class EmuConnection final : public Connection {
   template <typename Ready>
   void ProgressUntil(Deadline deadline, Ready&& ready);
 
+  void UpdateNotifyFd();
   void Break(std::string reason);
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
   void Pump();
@@ -539,6 +543,12 @@ class EmuConnection final : public Connection {
   uint32_t in_mr_index_ = 0;
   uint32_t in_done_ = 0;
   int64_t rcvtimeo_ms_ = 0;  // current SO_RCVTIMEO (0 = none)
+
+  // notify_fd(): an epoll set of the socket and a timerfd, created on first
+  // use, with what the timer and the socket's EPOLLOUT are set to.
+  UniqueFd notify_ep_, notify_timer_;
+  std::optional<Clock::time_point> notify_timer_at_;
+  bool notify_out_ = false;
 };
 
 Result<std::unique_ptr<MemoryRegion>> EmuConnection::RegisterMemory(void* addr,
@@ -660,12 +670,14 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   }
   if (drop) {
     Break("fault injection dropped the connection");
+    UpdateNotifyFd();
     return Status::Ok();
   }
   Pump();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();
+  UpdateNotifyFd();
   return Status::Ok();
 }
 
@@ -704,6 +716,7 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
   std::lock_guard<std::mutex> lock(op_mu_);
   if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
   ProgressUntil(deadline, [this] { return !cq_.empty(); });
+  UpdateNotifyFd();
   if (!cq_.empty()) return DrainCq(out);
   if (broken_) return DownError();
   return size_t{0};
@@ -719,10 +732,9 @@ Status EmuConnection::RequestNotify(NotifyMode mode) {
 Result<bool> EmuConnection::WaitNotify(Deadline deadline) {
   std::lock_guard<std::mutex> lock(op_mu_);
   ProgressUntil(deadline, [this] { return event_pending_; });
-  if (event_pending_) {
-    event_pending_ = false;
-    return true;
-  }
+  const bool event = std::exchange(event_pending_, false);
+  UpdateNotifyFd();  // its push may break the connection and raise one
+  if (event || std::exchange(event_pending_, false)) return true;
   if (broken_) return DownError();
   return false;
 }
@@ -738,6 +750,7 @@ Result<size_t> EmuConnection::TryPollCompletions(std::span<Completion> out) {
     if (!broken_) ReadInput();
     Pump();
   }
+  UpdateNotifyFd();
   if (!cq_.empty()) return DrainCq(out);
   if (broken_) return DownError();
   return size_t{0};
@@ -753,10 +766,61 @@ Status EmuConnection::Disconnect() {
       Push();
       Break("disconnected locally");
     }
+    UpdateNotifyFd();
     op_mu_.unlock();
   }
   ::shutdown(fd_.get(), SHUT_RDWR);
   return Status::Ok();
+}
+
+int EmuConnection::notify_fd() {
+  std::lock_guard<std::mutex> lock(op_mu_);
+  if (notify_ep_.get() >= 0) return notify_ep_.get();
+  UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  if (ep.get() < 0 || timer.get() < 0) return -1;
+  epoll_event sock{}, tick{};
+  sock.events = EPOLLIN | EPOLLRDHUP;
+  tick.events = EPOLLIN;
+  if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd_.get(), &sock) != 0 ||
+      ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, timer.get(), &tick) != 0) {
+    return -1;
+  }
+  notify_ep_ = std::move(ep);
+  notify_timer_ = std::move(timer);
+  UpdateNotifyFd();
+  return notify_ep_.get();
+}
+
+// With a notify fd: pushes queued bytes and coalesced acks (the owner may
+// now sleep in epoll), then makes the fd wait for what the next progress
+// step needs: input or a disconnect (always), room in the socket while
+// output is queued, the next timer, or at once while an event is pending
+// (an event raised outside the owner's calls, by Disconnect, or in a call
+// that did not consume it). Re-arming the timerfd clears its expirations.
+// REQUIRES: op_mu_ held.
+void EmuConnection::UpdateNotifyFd() {
+  if (notify_ep_.get() < 0) return;
+  Pump();
+  const bool want_out = Push();
+  if (want_out != notify_out_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (want_out ? EPOLLOUT : 0u);
+    if (::epoll_ctl(notify_ep_.get(), EPOLL_CTL_MOD, fd_.get(), &ev) == 0) notify_out_ = want_out;
+  }
+  // Clock is CLOCK_MONOTONIC; 1 ns after its epoch is long past.
+  const std::optional<Clock::time_point> at =
+      event_pending_ ? std::optional(Clock::time_point(std::chrono::nanoseconds(1))) : NextTimer();
+  if (at == notify_timer_at_) return;
+  itimerspec its{};
+  if (at) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch());
+    its.it_value.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
+  }
+  if (::timerfd_settime(notify_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr) == 0) {
+    notify_timer_at_ = at;
+  }
 }
 
 void EmuConnection::Break(std::string reason) {

@@ -37,6 +37,15 @@
 //    at the sender (as on verbs). vendor_err holds an EmulatedVendorError.
 //  * Zero-length RDMA writes are not checked against rkey/bounds (as in the
 //    IB spec); zero-length SENDs still consume a receive.
+//  * notify_fd() (event loops): an epoll set, made on first use, of the
+//    socket (input, a disconnect, and room for output while bytes are
+//    queued) and a timerfd (the next RNR resend or delayed work request, or
+//    at once while a notification event is pending). Each call on the
+//    connection updates it when it returns and, as the owner may then
+//    sleep, first pushes queued bytes and acknowledgements. So the fd is
+//    readable when a progress step (WaitNotify(now)) has work, and quiet
+//    once one found none; a broken connection stays readable (its socket
+//    is shut down).
 //  * Disconnect() may be called from any thread (e.g. to stop a thread
 //    blocked in PollCompletions, which then returns the flushed work and
 //    kDisconnected). Everything else: one thread at a time per connection.

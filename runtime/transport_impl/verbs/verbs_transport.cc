@@ -11,7 +11,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,6 +126,26 @@ class EventFd {
 
  private:
   int fd_;
+};
+
+// A file descriptor, closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~UniqueFd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
 };
 
 // Time left until `d` (not infinite) for ppoll(2); zero once expired.
@@ -522,6 +544,11 @@ class VerbsConnection final : public Connection {
     for (;;) {
       if (disconnect_requested_.load() && !down_) MarkDown("connection closed locally");
       HandleCmEvents();
+      if (down_ && flush_timer_.get() >= 0) {
+        uint64_t expirations;
+        ssize_t n = read(flush_timer_.get(), &expirations, sizeof(expirations));
+        (void)n;
+      }
       pollfd fds[3] = {{core_->comp_channel->fd, POLLIN, 0},
                        {core_->channel->fd, POLLIN, 0},
                        {wake_.fd(), POLLIN, 0}};
@@ -538,6 +565,7 @@ class VerbsConnection final : public Connection {
       }
       if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
       if (fds[2].revents & POLLIN) wake_.Drain();
+      if (fds[1].revents & POLLIN) HandleCmEvents();
       if (fds[0].revents & POLLIN) {
         ibv_cq* ev_cq = nullptr;
         void* ev_ctx = nullptr;
@@ -560,6 +588,27 @@ class VerbsConnection final : public Connection {
       return DisconnectedError(DownReason());
     }
     return size_t{0};
+  }
+
+  // An epoll set (made on first use) of what WaitNotify waits on: the
+  // completion channel, the CM event channel, wake_ (Disconnect), and a
+  // timer for the end of the flush grace, so that a broken connection whose
+  // flushes do not come still reports kDisconnected. WaitNotify(now) clears
+  // them all (the timer once it expired).
+  int notify_fd() override {
+    if (notify_ep_.get() >= 0) return notify_ep_.get();
+    UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
+    UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (ep.get() < 0 || timer.get() < 0) return -1;
+    for (int fd : {core_->comp_channel->fd, core_->channel->fd, wake_.fd(), timer.get()}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return -1;
+    }
+    notify_ep_ = std::move(ep);
+    flush_timer_ = std::move(timer);
+    if (down_) ArmFlushTimer();
+    return notify_ep_.get();
   }
 
   uint32_t max_inline_data() const override { return core_->max_inline; }
@@ -686,6 +735,17 @@ class VerbsConnection final : public Connection {
     down_ = true;
     down_reason_ = std::move(reason);
     flush_deadline_ = Deadline::After(kFlushGrace);
+    if (flush_timer_.get() >= 0) ArmFlushTimer();
+  }
+
+  // Deadline::Clock (steady_clock) is CLOCK_MONOTONIC.
+  void ArmFlushTimer() {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        flush_deadline_.when().time_since_epoch());
+    itimerspec its{};
+    its.it_value.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
+    its.it_value.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
+    timerfd_settime(flush_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
   }
 
   // Drains pending CM events without blocking.
@@ -792,6 +852,7 @@ class VerbsConnection final : public Connection {
   EventFd wake_;
   std::string down_reason_;
   Deadline flush_deadline_ = Deadline::Infinite();
+  UniqueFd notify_ep_, flush_timer_;  // notify_fd()
 };
 
 rdma_conn_param ConnParam() {

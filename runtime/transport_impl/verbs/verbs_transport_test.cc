@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <netdb.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +21,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -114,6 +119,77 @@ SendRequest Req(uint64_t wr_id, WorkOpcode op, LocalBuffer local = {}, uint64_t 
   r.signaled = signaled;
   return r;
 }
+
+// Drives one connection as an event loop does (transport.h, notify_fd):
+// drain, arm, drain again, WaitNotify(now); sleep in epoll_wait on
+// notify_fd (level-triggered) only once all that found nothing.
+class NotifyLoop {
+ public:
+  explicit NotifyLoop(Connection& c) : c_(c), fd_(c.notify_fd()), ep_(epoll_create1(EPOLL_CLOEXEC)) {
+    EXPECT_GE(fd_, 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    EXPECT_EQ(epoll_ctl(ep_, EPOLL_CTL_ADD, fd_, &ev), 0);
+  }
+  ~NotifyLoop() { close(ep_); }
+
+  // Takes everything queued and arms, until WaitNotify(now) finds nothing
+  // (or the connection is down: `down`).
+  void Settle() {
+    while (!down) {
+      if (Drain() > 0 || down) continue;
+      ASSERT_OK(c_.RequestNotify(NotifyMode::kNextCompletion));
+      if (Drain() > 0 || down) continue;
+      auto ev = c_.WaitNotify(Deadline::Now());
+      if (!ev.ok()) down = ev.status();
+      if (!ev.ok() || !*ev) return;
+    }
+  }
+  // Sleep, Settle until done() holds or the connection is down; false at
+  // the hang guard. REQUIRES: Settle() ran since the last call on it.
+  bool Run(const std::function<bool()>& done) {
+    const Deadline guard = Deadline::After(kHangGuard);
+    while (!done() && !down) {
+      sleeps.fetch_add(1);
+      epoll_event ev;
+      int n;
+      do {
+        n = epoll_wait(ep_, &ev, 1, guard.PollTimeoutMs());
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return false;
+      ++wakeups;
+      Settle();
+    }
+    return true;
+  }
+  // What poll(2) says now: does the owner have to act?
+  bool Readable() const {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+  }
+
+  std::vector<Completion> got;
+  std::optional<Status> down;  // why TryPollCompletions/WaitNotify failed
+  int wakeups = 0;              // epoll_wait returns with the fd readable
+  std::atomic<int> sleeps{0};   // epoll_wait calls begun
+
+ private:
+  size_t Drain() {
+    size_t n = 0;
+    for (;;) {
+      Completion buf[8];
+      auto r = c_.TryPollCompletions(buf);
+      if (!r.ok()) down = r.status();
+      if (!r.ok() || *r == 0) return n;
+      got.insert(got.end(), buf, buf + *r);
+      n += *r;
+    }
+  }
+
+  Connection& c_;
+  const int fd_;
+  const int ep_;
+};
 
 TEST(VerbsNoDevice, NewVerbsTransportMatchesDevicePresence) {
   auto t = NewVerbsTransport();
@@ -557,6 +633,101 @@ TEST_F(VerbsTest, MemoryRegionMayOutliveConnection) {
   client_.reset();
   EXPECT_EQ(mr->length(), 64u);
   mr.reset();  // deregisters, then frees the PD (no leak, no EBUSY)
+}
+
+// ---- event loops (notify_fd) ----
+
+// A WRITE_WITH_IMM from the peer (its own thread) reaches a loop asleep on
+// notify_fd. Once the loop has taken it and WaitNotify(now) found nothing,
+// the fd is quiet (the peer is done: no completion, CM event or wake-up
+// can come), so a readable fd would be a busy loop.
+TEST_F(VerbsTest, NotifyFdDrivesAnEventLoopAndIsQuietOnceDrained) {
+  std::vector<uint8_t> smem(64, 0), cmem(64, 0x3c);
+  auto smr = Register(*server_, smem, kAccessLocalWrite | kAccessRemoteWrite);
+  auto cmr = Register(*client_, cmem, kAccessLocalWrite);
+  ASSERT_TRUE(smr && cmr);
+  ASSERT_OK(server_->PostRecv(7, Buf(*smr, 0, 0)));
+  NotifyLoop loop(*server_);
+  EXPECT_EQ(server_->notify_fd(), server_->notify_fd());  // one fd
+  loop.Settle();
+  EXPECT_FALSE(loop.Readable());
+  std::vector<Completion> cc;
+  std::thread peer([&] {
+    SendRequest req = Req(1, WorkOpcode::kRdmaWriteWithImm, Buf(*cmr, 0, 32), smr->remote_addr(),
+                          smr->rkey(), 0xabc);
+    if (client_->PostSend({&req, 1}).ok()) cc = PollN(*client_, 1);
+  });
+  const bool ran = loop.Run([&] { return !loop.got.empty(); });
+  peer.join();
+  ASSERT_TRUE(ran);
+  ASSERT_FALSE(loop.down) << loop.down->ToString();
+  EXPECT_GE(loop.wakeups, 1);
+  ASSERT_EQ(loop.got.size(), 1u);
+  EXPECT_EQ(loop.got[0].wr_id, 7u);
+  EXPECT_EQ(loop.got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(loop.got[0].imm_data, 0xabcu);
+  EXPECT_EQ(loop.got[0].byte_len, 32u);
+  EXPECT_EQ(smem[31], 0x3c);
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
+  loop.Settle();
+  EXPECT_FALSE(loop.Readable());
+  EXPECT_TRUE(loop.got.size() == 1 && !loop.down);
+}
+
+// The peer disconnecting or going away wakes the loop: the posted receive
+// completes flushed, then kDisconnected.
+TEST_F(VerbsTest, NotifyFdReportsAPeerDisconnectOrDestroyed) {
+  for (bool destroy : {false, true}) {
+    SCOPED_TRACE(destroy ? "peer destroyed" : "peer Disconnect");
+    std::unique_ptr<Connection> client, server;
+    ConnectPair(&client, &server);
+    ASSERT_TRUE(client && server);
+    std::vector<uint8_t> smem(64);
+    auto smr = Register(*server, smem, kAccessLocalWrite);
+    ASSERT_TRUE(smr);
+    ASSERT_OK(server->PostRecv(30, Buf(*smr, 0, 64)));
+    NotifyLoop loop(*server);
+    loop.Settle();
+    EXPECT_FALSE(loop.Readable());
+    if (destroy) {
+      client.reset();
+    } else {
+      ASSERT_OK(client->Disconnect());
+    }
+    ASSERT_TRUE(loop.Run([] { return false; }));
+    EXPECT_GE(loop.wakeups, 1);
+    ASSERT_TRUE(loop.down);
+    EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
+    ASSERT_EQ(loop.got.size(), 1u);
+    EXPECT_EQ(loop.got[0].wr_id, 30u);
+    EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
+  }
+}
+
+// Disconnect from another thread wakes a loop asleep in epoll_wait.
+TEST_F(VerbsTest, NotifyFdWakesOnDisconnectFromAnotherThread) {
+  std::vector<uint8_t> smem(64);
+  auto smr = Register(*server_, smem, kAccessLocalWrite);
+  ASSERT_TRUE(smr);
+  ASSERT_OK(server_->PostRecv(40, Buf(*smr, 0, 64)));
+  NotifyLoop loop(*server_);
+  loop.Settle();
+  bool ran = false;
+  std::thread th([&] { ran = loop.Run([] { return false; }); });
+  // Not synchronisation: Disconnect should find the loop asleep; if it
+  // comes first, the loop finds the connection down: the test holds either way.
+  for (const Deadline guard = Deadline::After(kHangGuard); loop.sleeps.load() == 0 && !guard.expired();) {
+    std::this_thread::yield();
+  }
+  ASSERT_OK(server_->Disconnect());
+  th.join();
+  ASSERT_TRUE(ran);
+  ASSERT_TRUE(loop.down);
+  EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
+  ASSERT_EQ(loop.got.size(), 1u);
+  EXPECT_EQ(loop.got[0].wr_id, 40u);
+  EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
 }
 
 TEST_F(VerbsTest, PollRespectsDeadline) {
