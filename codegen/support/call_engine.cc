@@ -64,6 +64,7 @@ bool CallEngine::EnsureStartedLocked() {
     return false;  // tried again with the next call
   }
   thread_ = std::thread([this] {
+    engine_thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     pthread_setname_np(pthread_self(), "naarpc-engine");
     Loop();
   });
@@ -71,6 +72,12 @@ bool CallEngine::EnsureStartedLocked() {
 }
 
 void CallEngine::Wake() {
+  // On the engine thread (a callback submitting, a session returned): the
+  // loop's next epoll_wait does not sleep, no system call needed here.
+  if (std::this_thread::get_id() == engine_thread_id_.load(std::memory_order_relaxed)) {
+    woken_locally_ = true;
+    return;
+  }
   const uint64_t one = 1;
   if (wake_fd_ >= 0) (void)!::write(wake_fd_, &one, sizeof one);
 }
@@ -139,6 +146,7 @@ void CallEngine::Loop() {
                        : static_cast<int>(std::min<int64_t>(
                              std::chrono::ceil<std::chrono::milliseconds>(left).count(), 1 << 30));
     }
+    if (std::exchange(woken_locally_, false)) timeout_ms = 0;
     // Fails only with EINTR here (valid descriptors and buffer).
     const int n = ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
     for (int i = 0; i < n; ++i) {

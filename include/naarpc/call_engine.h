@@ -9,6 +9,7 @@
 #ifndef NAARPC_CALL_ENGINE_H_
 #define NAARPC_CALL_ENGINE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -139,8 +140,10 @@ class CallEngine {
   std::vector<std::shared_ptr<SessionPool>> pools_;  // listened to
   Status start_error_;
   std::thread thread_;
+  std::atomic<std::thread::id> engine_thread_id_{};
 
   // Engine thread only.
+  bool woken_locally_ = false;  // Wake() ran on the engine thread
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;  // waiting or running
   std::map<SessionPool*, std::deque<uint64_t>> waiting_;    // per pool, FIFO

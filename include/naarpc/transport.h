@@ -162,7 +162,9 @@ class Connection {
   // may have been raised, the connection went down, or the backend needs a
   // progress step. The owner then calls WaitNotify(Deadline::Now()) (which
   // makes that progress and consumes a raised event) and TryPollCompletions.
-  // Readiness may be spurious; it lasts until WaitNotify has run. A
+  // Readiness may be spurious; it lasts until WaitNotify has run. Sleep on
+  // it only after WaitNotify(Deadline::Now()) has returned false (the last
+  // call before sleeping): that call sets what the descriptor waits for. A
   // connection that is down may stay readable: stop watching it once
   // WaitNotify or TryPollCompletions reports kDisconnected (the latter
   // still returns what is left first). Only watch it, never read it; it

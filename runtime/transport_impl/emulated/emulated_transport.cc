@@ -670,14 +670,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   }
   if (drop) {
     Break("fault injection dropped the connection");
-    UpdateNotifyFd();
     return Status::Ok();
   }
   Pump();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();
-  UpdateNotifyFd();
   return Status::Ok();
 }
 
@@ -716,7 +714,6 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
   std::lock_guard<std::mutex> lock(op_mu_);
   if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
   ProgressUntil(deadline, [this] { return !cq_.empty(); });
-  UpdateNotifyFd();
   if (!cq_.empty()) return DrainCq(out);
   if (broken_) return DownError();
   return size_t{0};
@@ -750,7 +747,6 @@ Result<size_t> EmuConnection::TryPollCompletions(std::span<Completion> out) {
     if (!broken_) ReadInput();
     Pump();
   }
-  UpdateNotifyFd();
   if (!cq_.empty()) return DrainCq(out);
   if (broken_) return DownError();
   return size_t{0};
@@ -792,13 +788,14 @@ int EmuConnection::notify_fd() {
   return notify_ep_.get();
 }
 
-// With a notify fd: pushes queued bytes and coalesced acks (the owner may
-// now sleep in epoll), then makes the fd wait for what the next progress
+// With a notify fd, at the end of WaitNotify (the owner's last call before
+// it sleeps on the fd, transport.h) and of Disconnect: pushes queued bytes
+// and coalesced acks, then makes the fd wait for what the next progress
 // step needs: input or a disconnect (always), room in the socket while
 // output is queued, the next timer, or at once while an event is pending
-// (an event raised outside the owner's calls, by Disconnect, or in a call
-// that did not consume it). Re-arming the timerfd clears its expirations.
-// REQUIRES: op_mu_ held.
+// (raised by that push or by Disconnect). Other calls leave the fd alone:
+// no system call for it per operation. Re-arming the timerfd clears its
+// expirations. REQUIRES: op_mu_ held.
 void EmuConnection::UpdateNotifyFd() {
   if (notify_ep_.get() < 0) return;
   Pump();

@@ -378,10 +378,10 @@ void KitchenClient::MixedAsync(
     return naarpc::Status::Ok();
   }();
   if (!naarpc_check.ok()) {
-    engine_.Reject(std::move(naarpc_check), std::move(done));
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
   }
-  engine_.Submit(pool_mixed_, deadline,
+  this->engine_.Submit(this->pool_mixed_, deadline,
       std::make_unique<naarpc::codegen::CallOp<MixedCall>>(
           deadline,
           [=]([[maybe_unused]] MixedCall& naarpc_c) {
@@ -537,10 +537,10 @@ void KitchenClient::EchoAsync(
     return naarpc::Status::Ok();
   }();
   if (!naarpc_check.ok()) {
-    engine_.Reject(std::move(naarpc_check), std::move(done));
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
   }
-  engine_.Submit(pool_echo_, deadline,
+  this->engine_.Submit(this->pool_echo_, deadline,
       std::make_unique<naarpc::codegen::CallOp<EchoCall>>(
           deadline,
           [=]([[maybe_unused]] EchoCall& naarpc_c) {
@@ -851,10 +851,10 @@ void SecondClient::PingAsync(
     return naarpc::Status::Ok();
   }();
   if (!naarpc_check.ok()) {
-    engine_.Reject(std::move(naarpc_check), std::move(done));
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
   }
-  engine_.Submit(pool_ping_, deadline,
+  this->engine_.Submit(this->pool_ping_, deadline,
       std::make_unique<naarpc::codegen::CallOp<PingCall>>(
           deadline,
           [=]([[maybe_unused]] PingCall& naarpc_c) {
@@ -1123,7 +1123,7 @@ void StreamerClient::DigestAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this] {
+  this->engine_.RunBlocking([=, this] {
     return Digest(seed, data, sum, deadline);
   }, std::move(done));
 }
@@ -1149,7 +1149,7 @@ void StreamerClient::DigestAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this, &data] {
+  this->engine_.RunBlocking([=, this, &data] {
     return Digest(seed, data, sum, deadline);
   }, std::move(done));
 }
@@ -1230,7 +1230,7 @@ void StreamerClient::ConvertAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this] {
+  this->engine_.RunBlocking([=, this] {
     return Convert(src, dst, deadline);
   }, std::move(done));
 }
@@ -1254,7 +1254,7 @@ void StreamerClient::ConvertAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this, &src, &dst] {
+  this->engine_.RunBlocking([=, this, &src, &dst] {
     return Convert(src, dst, deadline);
   }, std::move(done));
 }
@@ -1474,7 +1474,7 @@ void StreamerClient::WideAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this] {
+  this->engine_.RunBlocking([=, this] {
     return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
   }, std::move(done));
 }
@@ -1522,7 +1522,7 @@ void StreamerClient::WideAsync(
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
   // Sources and sinks are user code that may block: a helper thread runs it.
-  engine_.RunBlocking([=, this, &out] {
+  this->engine_.RunBlocking([=, this, &out] {
     return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
   }, std::move(done));
 }

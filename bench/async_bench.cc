@@ -1,0 +1,206 @@
+// async_bench: K calls in flight through a generated client's completion
+// engine (AddAsync, one engine thread, each callback submitting the next
+// call) vs. the same K in flight from K threads making blocking calls (Add),
+// measured in the same run against the same software NAA (a child process
+// serving services/vector). Prints calls/s for both, their ratio, and the
+// client threads each used.
+//
+//   bazel run -c opt //bench:async_bench -- [--transport=emulated|verbs]
+//       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000]
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "naarpc/naa_server.h"
+#include "naarpc/transport_factory.h"
+#include "services/vector/vector.naa.h"
+#include "services/vector/vector_service.h"
+
+namespace {
+
+namespace vec = naarpc::services::vector;
+using Clock = std::chrono::steady_clock;
+constexpr auto kCallDeadline = std::chrono::seconds(60);
+
+// Threads of this process whose name starts with `prefix`.
+int ThreadsNamed(const std::string& prefix) {
+  int n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name.rfind(prefix, 0) == 0) ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+struct Slot {
+  std::vector<float> a = std::vector<float>(1024, 1.0f);
+  std::vector<float> b = std::vector<float>(1024, 2.0f);
+  std::vector<float> out = std::vector<float>(1024);
+};
+
+// K calls in flight from one thread: each callback submits the slot's next call.
+struct EngineRun {
+  double calls_per_s = 0;
+  int engine_threads = 0, helper_threads = 0;
+  bool ok = true;
+};
+EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, uint16_t port,
+                    size_t inflight, size_t calls) {
+  std::vector<Slot> slots(inflight);
+  std::atomic<size_t> submitted{0}, finished{0};
+  std::atomic<bool> failed{false};
+  std::promise<void> all_done;
+  std::function<void(Slot&)> next;
+  // Declared last, destroyed first: its engine thread is joined before the
+  // state its callbacks use goes away.
+  naarpc::codegen::StubOptions options;
+  options.max_sessions_per_routine = inflight;
+  vec::VectorArithClient client(transport, address, port, options);
+  // Warm-up: every session connected (K blocking calls at once).
+  {
+    std::vector<std::future<naarpc::Status>> warm;
+    for (Slot& s : slots) warm.push_back(client.AddAsync(s.a, s.b, s.out));
+    for (auto& w : warm) {
+      if (!w.get().ok()) return {0, 0, 0, false};
+    }
+  }
+  next = [&](Slot& s) {
+    if (submitted.fetch_add(1) >= calls) return;
+    client.AddAsync(s.a, s.b, s.out, [&](naarpc::Status st) {
+      if (!st.ok() && !failed.exchange(true)) {
+        std::fprintf(stderr, "async call: %s\n", st.ToString().c_str());
+      }
+      if (finished.fetch_add(1) + 1 == calls) all_done.set_value();
+      next(s);
+    }, naarpc::Deadline::After(kCallDeadline));
+  };
+  const auto start = Clock::now();
+  for (Slot& s : slots) next(s);
+  const int engine_threads = ThreadsNamed("naarpc-engine");
+  const int helper_threads = ThreadsNamed("naarpc-helper");
+  all_done.get_future().wait();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return {double(calls) / seconds, engine_threads, helper_threads, !failed.load()};
+}
+
+// K threads, each making blocking calls.
+double RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
+                  size_t inflight, size_t calls, bool* ok) {
+  naarpc::codegen::StubOptions options;
+  options.max_sessions_per_routine = inflight;
+  vec::VectorArithClient client(transport, address, port, options);
+  std::vector<Slot> slots(inflight);
+  std::atomic<bool> failed{false};
+  auto work = [&](Slot& s, size_t n) {
+    for (size_t i = 0; i < n && !failed.load(std::memory_order_relaxed); ++i) {
+      naarpc::Status st = client.Add(s.a, s.b, s.out, naarpc::Deadline::After(kCallDeadline));
+      if (!st.ok() && !failed.exchange(true)) {
+        std::fprintf(stderr, "sync call: %s\n", st.ToString().c_str());
+      }
+    }
+  };
+  {  // warm-up: every session connected
+    std::vector<std::thread> warm;
+    for (Slot& s : slots) warm.emplace_back(work, std::ref(s), 1);
+    for (auto& t : warm) t.join();
+  }
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < inflight; ++k) {
+    threads.emplace_back(work, std::ref(slots[k]), calls / inflight + (k < calls % inflight));
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  *ok = !failed.load();
+  return double(calls) / seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"K calls in flight: a generated client's completion engine vs. K blocking threads"};
+  std::string transport_name = "emulated", address = "127.0.0.1";
+  std::vector<size_t> inflight = {1, 4, 16, 64};
+  size_t calls = 20000;
+  app.add_option("--transport", transport_name, "emulated, verbs or auto")
+      ->check(CLI::IsMember({"emulated", "verbs", "auto"}));
+  app.add_option("--address", address, "address the NAA listens on");
+  app.add_option("--inflight", inflight, "calls in flight at once (one row each)");
+  app.add_option("--calls", calls, "timed calls per row and mode")->check(CLI::PositiveNumber);
+  std::string mode = "both";
+  app.add_option("--mode", mode, "both, or engine / threads alone (for profiling)")
+      ->check(CLI::IsMember({"both", "engine", "threads"}));
+  CLI11_PARSE(app, argc, argv);
+
+  // The NAA in a child process, forked before any thread exists.
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(pipefd[0]);
+    auto transport = naarpc::NewTransport(transport_name);
+    if (!transport.ok()) _exit(1);
+    vec::VectorArithServiceImpl service;
+    auto server = naarpc::NaaServer::Start(**transport, address, 0, service);
+    if (!server.ok()) _exit(1);
+    const uint16_t port = (*server)->port();
+    if (write(pipefd[1], &port, sizeof port) != sizeof port) _exit(1);
+    close(pipefd[1]);
+    pause();  // until killed
+    _exit(0);
+  }
+  close(pipefd[1]);
+  uint16_t port = 0;
+  if (read(pipefd[0], &port, sizeof port) != sizeof port) {
+    std::fprintf(stderr, "the NAA did not start\n");
+    return 1;
+  }
+  close(pipefd[0]);
+
+  auto transport = naarpc::NewTransport(transport_name);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
+    kill(child, SIGKILL);
+    return 1;
+  }
+  std::printf("VectorArith.Add (2 x 4 KiB in, 4 KiB out), %s transport, %zu calls per cell\n",
+              transport_name.c_str(), calls);
+  std::printf("%-9s | %-16s | %-16s | %-14s | %s\n", "in flight", "engine calls/s",
+              "threads calls/s", "engine/threads",
+              "client threads: engine (+ idle connect helpers) vs blocking");
+  int rc = 0;
+  for (size_t k : inflight) {
+    if (k == 0) continue;
+    EngineRun engine;
+    if (mode != "threads") engine = RunEngine(**transport, address, port, k, calls);
+    bool ok = true;
+    const double threads = mode == "engine" ? 0 : RunThreads(**transport, address, port, k, calls, &ok);
+    if (!engine.ok || !ok) {
+      rc = 1;
+      break;
+    }
+    std::printf("%-9zu | %16.0f | %16.0f | %14.2f | %d (+%d) vs %zu\n", k, engine.calls_per_s,
+                threads, engine.calls_per_s / threads, engine.engine_threads,
+                engine.helper_threads, k);
+    std::fflush(stdout);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  return rc;
+}
