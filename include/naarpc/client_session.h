@@ -96,7 +96,7 @@ class ClientSession {
   // std::nullopt while it is in flight; it never blocks. Routines with
   // streams run with Call() only. REQUIRES: one call in flight at a time.
   Status StartCall(uint8_t function_code, Deadline deadline, const CallOptions& options = {});
-  std::optional<Status> ContinueCall();
+  [[nodiscard]] std::optional<Status> ContinueCall();
   // Blocks until the call started by StartCall has finished (for a
   // transport without notify_fd()); its status, as Call() returns it.
   Status FinishCall();
