@@ -169,10 +169,9 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   std::function<void()> freed_listener_;
 };
 
-// Runs a client's asynchronous calls on a few long-lived threads, started
-// on first use (at most `max_threads`): no thread per call, and a future
-// that is dropped does not wait for its call. Destroying the runner waits
-// for the calls queued or running (a client outlives none of its calls).
+// Runs blocking work on a few long-lived threads, started on demand (at
+// most `max_threads`): the CallEngine's helpers (connect + MRSP, streaming
+// calls). Destroying the runner waits for the work queued or running.
 // Thread-safe.
 class AsyncRunner {
  public:
