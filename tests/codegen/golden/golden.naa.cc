@@ -229,17 +229,20 @@ naarpc::Status KitchenClient::MixedCall::FinishAsync(naarpc::Status naarpc_statu
   return naarpc::Status::Ok();
 }
 
-naarpc::Status KitchenClient::Mixed(
-    std::span<const uint16_t> fixed_in,
-    int32_t scalar_in,
-    std::span<const double> var_in,
-    std::span<const std::byte> blob,
-    std::span<int64_t> fixed_out,
-    float* scalar_out,
-    std::vector<uint32_t>* var_out,
-    std::span<int8_t> fixed_io,
-    std::vector<uint64_t>* var_io,
-    naarpc::Deadline deadline) {
+namespace {
+
+// Kitchen.Mixed's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Mixed() and MixedAsync().
+naarpc::Status KitchenMixedCheckArgs(
+    [[maybe_unused]] std::span<const uint16_t> fixed_in,
+    [[maybe_unused]] int32_t scalar_in,
+    [[maybe_unused]] std::span<const double> var_in,
+    [[maybe_unused]] std::span<const std::byte> blob,
+    [[maybe_unused]] std::span<int64_t> fixed_out,
+    [[maybe_unused]] float* scalar_out,
+    [[maybe_unused]] std::vector<uint32_t>* var_out,
+    [[maybe_unused]] std::span<int8_t> fixed_io,
+    [[maybe_unused]] std::vector<uint64_t>* var_io) {
   if (fixed_in.size() != 8) {
     return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_in' needs exactly 8 elements (u16), got " +
         std::to_string(fixed_in.size()) + "; nothing was sent");
@@ -273,9 +276,19 @@ naarpc::Status KitchenClient::Mixed(
     return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most 5 elements (u64), got " +
         std::to_string(var_io->size()) + "; nothing was sent");
   }
-  auto naarpc_call = NewMixedCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  MixedCall& naarpc_c = *naarpc_call;
+  return naarpc::Status::Ok();
+}
+
+void KitchenMixedCopyIn([[maybe_unused]] KitchenClient::MixedCall& naarpc_c,
+    [[maybe_unused]] std::span<const uint16_t> fixed_in,
+    [[maybe_unused]] int32_t scalar_in,
+    [[maybe_unused]] std::span<const double> var_in,
+    [[maybe_unused]] std::span<const std::byte> blob,
+    [[maybe_unused]] std::span<int64_t> fixed_out,
+    [[maybe_unused]] float* scalar_out,
+    [[maybe_unused]] std::vector<uint32_t>* var_out,
+    [[maybe_unused]] std::span<int8_t> fixed_io,
+    [[maybe_unused]] std::vector<uint64_t>* var_io) {
   if (fixed_in.size() != 0) {
     std::memcpy(naarpc_c.fixed_in().data(), fixed_in.data(), fixed_in.size() * sizeof(uint16_t));
   }
@@ -294,7 +307,18 @@ naarpc::Status KitchenClient::Mixed(
     std::memcpy(naarpc_c.var_io().data(), var_io->data(), var_io->size() * sizeof(uint64_t));
   }
   naarpc_c.set_var_io_size(var_io->size());
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(deadline));
+}
+
+void KitchenMixedCopyOut([[maybe_unused]] KitchenClient::MixedCall& naarpc_c,
+    [[maybe_unused]] std::span<const uint16_t> fixed_in,
+    [[maybe_unused]] int32_t scalar_in,
+    [[maybe_unused]] std::span<const double> var_in,
+    [[maybe_unused]] std::span<const std::byte> blob,
+    [[maybe_unused]] std::span<int64_t> fixed_out,
+    [[maybe_unused]] float* scalar_out,
+    [[maybe_unused]] std::vector<uint32_t>* var_out,
+    [[maybe_unused]] std::span<int8_t> fixed_io,
+    [[maybe_unused]] std::vector<uint64_t>* var_io) {
   std::memcpy(fixed_out.data(), naarpc_c.fixed_out().data(), fixed_out.size() * sizeof(int64_t));
   *scalar_out = naarpc_c.scalar_out()[0];
   {
@@ -306,6 +330,27 @@ naarpc::Status KitchenClient::Mixed(
     const auto naarpc_out = naarpc_c.var_io().first(naarpc_c.var_io_size());
     var_io->assign(naarpc_out.begin(), naarpc_out.end());
   }
+}
+
+}  // namespace
+
+naarpc::Status KitchenClient::Mixed(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(KitchenMixedCheckArgs(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io));
+  auto naarpc_call = NewMixedCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  KitchenMixedCopyIn(*naarpc_call, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  KitchenMixedCopyOut(*naarpc_call, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
   return naarpc::Status::Ok();
 }
 
@@ -341,42 +386,7 @@ void KitchenClient::MixedAsync(
     std::vector<uint64_t>* var_io,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
-    if (fixed_in.size() != 8) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_in' needs exactly 8 elements (u16), got " +
-          std::to_string(fixed_in.size()) + "; nothing was sent");
-    }
-    if (var_in.size() > 16) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_in' takes at most 16 elements (f64), got " +
-          std::to_string(var_in.size()) + "; nothing was sent");
-    }
-    if (blob.size() != 32) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'blob' needs exactly 32 elements (bytes), got " +
-          std::to_string(blob.size()) + "; nothing was sent");
-    }
-    if (fixed_out.size() != 4) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_out' needs exactly 4 elements (i64), got " +
-          std::to_string(fixed_out.size()) + "; nothing was sent");
-    }
-    if (scalar_out == nullptr) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'scalar_out' must not be null; nothing was sent");
-    }
-    if (var_out == nullptr) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_out' must not be null; nothing was sent");
-    }
-    if (fixed_io.size() != 3) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_io' needs exactly 3 elements (i8), got " +
-          std::to_string(fixed_io.size()) + "; nothing was sent");
-    }
-    if (var_io == nullptr) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' must not be null; nothing was sent");
-    }
-    if (var_io->size() > 5) {
-      return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most 5 elements (u64), got " +
-          std::to_string(var_io->size()) + "; nothing was sent");
-    }
-    return naarpc::Status::Ok();
-  }();
+  naarpc::Status naarpc_check = KitchenMixedCheckArgs(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
   if (!naarpc_check.ok()) {
     this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
@@ -384,39 +394,8 @@ void KitchenClient::MixedAsync(
   this->engine_.Submit(this->pool_mixed_, deadline,
       std::make_unique<naarpc::codegen::CallOp<MixedCall>>(
           deadline,
-          [=]([[maybe_unused]] MixedCall& naarpc_c) {
-            if (fixed_in.size() != 0) {
-              std::memcpy(naarpc_c.fixed_in().data(), fixed_in.data(), fixed_in.size() * sizeof(uint16_t));
-            }
-            naarpc_c.scalar_in()[0] = scalar_in;
-            if (var_in.size() != 0) {
-              std::memcpy(naarpc_c.var_in().data(), var_in.data(), var_in.size() * sizeof(double));
-            }
-            naarpc_c.set_var_in_size(var_in.size());
-            if (blob.size() != 0) {
-              std::memcpy(naarpc_c.blob().data(), blob.data(), blob.size() * sizeof(std::byte));
-            }
-            if (fixed_io.size() != 0) {
-              std::memcpy(naarpc_c.fixed_io().data(), fixed_io.data(), fixed_io.size() * sizeof(int8_t));
-            }
-            if (var_io->size() != 0) {
-              std::memcpy(naarpc_c.var_io().data(), var_io->data(), var_io->size() * sizeof(uint64_t));
-            }
-            naarpc_c.set_var_io_size(var_io->size());
-          },
-          [=]([[maybe_unused]] MixedCall& naarpc_c) {
-            std::memcpy(fixed_out.data(), naarpc_c.fixed_out().data(), fixed_out.size() * sizeof(int64_t));
-            *scalar_out = naarpc_c.scalar_out()[0];
-            {
-              const auto naarpc_out = naarpc_c.var_out().first(naarpc_c.var_out_size());
-              var_out->assign(naarpc_out.begin(), naarpc_out.end());
-            }
-            std::memcpy(fixed_io.data(), naarpc_c.fixed_io().data(), fixed_io.size() * sizeof(int8_t));
-            {
-              const auto naarpc_out = naarpc_c.var_io().first(naarpc_c.var_io_size());
-              var_io->assign(naarpc_out.begin(), naarpc_out.end());
-            }
-          }),
+          [=](MixedCall& naarpc_c) { KitchenMixedCopyIn(naarpc_c, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io); },
+          [=](MixedCall& naarpc_c) { KitchenMixedCopyOut(naarpc_c, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io); }),
       std::move(done));
 }
 
@@ -482,10 +461,13 @@ naarpc::Status KitchenClient::EchoCall::FinishAsync(naarpc::Status naarpc_status
   return naarpc::Status::Ok();
 }
 
-naarpc::Status KitchenClient::Echo(
-    std::span<const uint8_t> x,
-    std::vector<uint8_t>* y,
-    naarpc::Deadline deadline) {
+namespace {
+
+// Kitchen.Echo's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Echo() and EchoAsync().
+naarpc::Status KitchenEchoCheckArgs(
+    [[maybe_unused]] std::span<const uint8_t> x,
+    [[maybe_unused]] std::vector<uint8_t>* y) {
   if (x.size() > 100) {
     return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'x' takes at most 100 elements (u8), got " +
         std::to_string(x.size()) + "; nothing was sent");
@@ -493,18 +475,39 @@ naarpc::Status KitchenClient::Echo(
   if (y == nullptr) {
     return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'y' must not be null; nothing was sent");
   }
-  auto naarpc_call = NewEchoCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  EchoCall& naarpc_c = *naarpc_call;
+  return naarpc::Status::Ok();
+}
+
+void KitchenEchoCopyIn([[maybe_unused]] KitchenClient::EchoCall& naarpc_c,
+    [[maybe_unused]] std::span<const uint8_t> x,
+    [[maybe_unused]] std::vector<uint8_t>* y) {
   if (x.size() != 0) {
     std::memcpy(naarpc_c.x().data(), x.data(), x.size() * sizeof(uint8_t));
   }
   naarpc_c.set_x_size(x.size());
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(deadline));
+}
+
+void KitchenEchoCopyOut([[maybe_unused]] KitchenClient::EchoCall& naarpc_c,
+    [[maybe_unused]] std::span<const uint8_t> x,
+    [[maybe_unused]] std::vector<uint8_t>* y) {
   {
     const auto naarpc_out = naarpc_c.y().first(naarpc_c.y_size());
     y->assign(naarpc_out.begin(), naarpc_out.end());
   }
+}
+
+}  // namespace
+
+naarpc::Status KitchenClient::Echo(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(KitchenEchoCheckArgs(x, y));
+  auto naarpc_call = NewEchoCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  KitchenEchoCopyIn(*naarpc_call, x, y);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  KitchenEchoCopyOut(*naarpc_call, x, y);
   return naarpc::Status::Ok();
 }
 
@@ -526,16 +529,7 @@ void KitchenClient::EchoAsync(
     std::vector<uint8_t>* y,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
-    if (x.size() > 100) {
-      return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'x' takes at most 100 elements (u8), got " +
-          std::to_string(x.size()) + "; nothing was sent");
-    }
-    if (y == nullptr) {
-      return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'y' must not be null; nothing was sent");
-    }
-    return naarpc::Status::Ok();
-  }();
+  naarpc::Status naarpc_check = KitchenEchoCheckArgs(x, y);
   if (!naarpc_check.ok()) {
     this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
@@ -543,18 +537,8 @@ void KitchenClient::EchoAsync(
   this->engine_.Submit(this->pool_echo_, deadline,
       std::make_unique<naarpc::codegen::CallOp<EchoCall>>(
           deadline,
-          [=]([[maybe_unused]] EchoCall& naarpc_c) {
-            if (x.size() != 0) {
-              std::memcpy(naarpc_c.x().data(), x.data(), x.size() * sizeof(uint8_t));
-            }
-            naarpc_c.set_x_size(x.size());
-          },
-          [=]([[maybe_unused]] EchoCall& naarpc_c) {
-            {
-              const auto naarpc_out = naarpc_c.y().first(naarpc_c.y_size());
-              y->assign(naarpc_out.begin(), naarpc_out.end());
-            }
-          }),
+          [=](EchoCall& naarpc_c) { KitchenEchoCopyIn(naarpc_c, x, y); },
+          [=](EchoCall& naarpc_c) { KitchenEchoCopyOut(naarpc_c, x, y); }),
       std::move(done));
 }
 
@@ -813,18 +797,39 @@ naarpc::Status SecondClient::PingCall::FinishAsync(naarpc::Status naarpc_status)
   return naarpc::Status::Ok();
 }
 
-naarpc::Status SecondClient::Ping(
-    uint32_t* v,
-    naarpc::Deadline deadline) {
+namespace {
+
+// Second.Ping's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Ping() and PingAsync().
+naarpc::Status SecondPingCheckArgs(
+    [[maybe_unused]] uint32_t* v) {
   if (v == nullptr) {
     return naarpc::InvalidArgumentError("Second.Ping: parameter 'v' must not be null; nothing was sent");
   }
+  return naarpc::Status::Ok();
+}
+
+void SecondPingCopyIn([[maybe_unused]] SecondClient::PingCall& naarpc_c,
+    [[maybe_unused]] uint32_t* v) {
+  naarpc_c.v()[0] = *v;
+}
+
+void SecondPingCopyOut([[maybe_unused]] SecondClient::PingCall& naarpc_c,
+    [[maybe_unused]] uint32_t* v) {
+  *v = naarpc_c.v()[0];
+}
+
+}  // namespace
+
+naarpc::Status SecondClient::Ping(
+    uint32_t* v,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(SecondPingCheckArgs(v));
   auto naarpc_call = NewPingCall(deadline);
   if (!naarpc_call.ok()) return naarpc_call.status();
-  PingCall& naarpc_c = *naarpc_call;
-  naarpc_c.v()[0] = *v;
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(deadline));
-  *v = naarpc_c.v()[0];
+  SecondPingCopyIn(*naarpc_call, v);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  SecondPingCopyOut(*naarpc_call, v);
   return naarpc::Status::Ok();
 }
 
@@ -844,12 +849,7 @@ void SecondClient::PingAsync(
     uint32_t* v,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = [&]() -> naarpc::Status {
-    if (v == nullptr) {
-      return naarpc::InvalidArgumentError("Second.Ping: parameter 'v' must not be null; nothing was sent");
-    }
-    return naarpc::Status::Ok();
-  }();
+  naarpc::Status naarpc_check = SecondPingCheckArgs(v);
   if (!naarpc_check.ok()) {
     this->engine_.Reject(std::move(naarpc_check), std::move(done));
     return;
@@ -857,12 +857,8 @@ void SecondClient::PingAsync(
   this->engine_.Submit(this->pool_ping_, deadline,
       std::make_unique<naarpc::codegen::CallOp<PingCall>>(
           deadline,
-          [=]([[maybe_unused]] PingCall& naarpc_c) {
-            naarpc_c.v()[0] = *v;
-          },
-          [=]([[maybe_unused]] PingCall& naarpc_c) {
-            *v = naarpc_c.v()[0];
-          }),
+          [=](PingCall& naarpc_c) { SecondPingCopyIn(naarpc_c, v); },
+          [=](PingCall& naarpc_c) { SecondPingCopyOut(naarpc_c, v); }),
       std::move(done));
 }
 
@@ -1073,21 +1069,45 @@ naarpc::Status StreamerClient::DigestCall::Invoke(
   return naarpc::Status::Ok();
 }
 
+namespace {
+
+// Streamer.Digest's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Digest() and DigestAsync().
+naarpc::Status StreamerDigestCheckArgs(
+    [[maybe_unused]] uint32_t seed,
+    [[maybe_unused]] double* sum) {
+  if (sum == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Digest: parameter 'sum' must not be null; nothing was sent");
+  }
+  return naarpc::Status::Ok();
+}
+
+void StreamerDigestCopyIn([[maybe_unused]] StreamerClient::DigestCall& naarpc_c,
+    [[maybe_unused]] uint32_t seed,
+    [[maybe_unused]] double* sum) {
+  naarpc_c.seed()[0] = seed;
+}
+
+void StreamerDigestCopyOut([[maybe_unused]] StreamerClient::DigestCall& naarpc_c,
+    [[maybe_unused]] uint32_t seed,
+    [[maybe_unused]] double* sum) {
+  *sum = naarpc_c.sum()[0];
+}
+
+}  // namespace
+
 naarpc::Status StreamerClient::Digest(
     uint32_t seed,
     naarpc::codegen::StreamSource<float>& data,
     double* sum,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(data);
-  if (sum == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Digest: parameter 'sum' must not be null; nothing was sent");
-  }
+  NAARPC_RETURN_IF_ERROR(StreamerDigestCheckArgs(seed, sum));
   auto naarpc_call = NewDigestCall(deadline);
   if (!naarpc_call.ok()) return naarpc_call.status();
-  DigestCall& naarpc_c = *naarpc_call;
-  naarpc_c.seed()[0] = seed;
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(data, deadline));
-  *sum = naarpc_c.sum()[0];
+  StreamerDigestCopyIn(*naarpc_call, seed, sum);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(data, deadline));
+  StreamerDigestCopyOut(*naarpc_call, seed, sum);
   return naarpc::Status::Ok();
 }
 
@@ -1184,15 +1204,33 @@ naarpc::Status StreamerClient::ConvertCall::Invoke(
   return naarpc::Status::Ok();
 }
 
+namespace {
+
+// Streamer.Convert's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Convert() and ConvertAsync().
+naarpc::Status StreamerConvertCheckArgs() {
+  return naarpc::Status::Ok();
+}
+
+void StreamerConvertCopyIn([[maybe_unused]] StreamerClient::ConvertCall& naarpc_c) {
+}
+
+void StreamerConvertCopyOut([[maybe_unused]] StreamerClient::ConvertCall& naarpc_c) {
+}
+
+}  // namespace
+
 naarpc::Status StreamerClient::Convert(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(src, dst);
+  NAARPC_RETURN_IF_ERROR(StreamerConvertCheckArgs());
   auto naarpc_call = NewConvertCall(deadline);
   if (!naarpc_call.ok()) return naarpc_call.status();
-  ConvertCall& naarpc_c = *naarpc_call;
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(src, dst, deadline));
+  StreamerConvertCopyIn(*naarpc_call);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(src, dst, deadline));
+  StreamerConvertCopyOut(*naarpc_call);
   return naarpc::Status::Ok();
 }
 
@@ -1365,6 +1403,77 @@ naarpc::Status StreamerClient::WideCall::Invoke(
   return naarpc::Status::Ok();
 }
 
+namespace {
+
+// Streamer.Wide's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Wide() and WideAsync().
+naarpc::Status StreamerWideCheckArgs(
+    [[maybe_unused]] uint8_t a0,
+    [[maybe_unused]] uint8_t a1,
+    [[maybe_unused]] uint8_t a2,
+    [[maybe_unused]] uint8_t a3,
+    [[maybe_unused]] uint8_t a4,
+    [[maybe_unused]] uint8_t a5,
+    [[maybe_unused]] uint8_t a6,
+    [[maybe_unused]] uint8_t a7,
+    [[maybe_unused]] uint8_t a8,
+    [[maybe_unused]] uint8_t a9,
+    [[maybe_unused]] uint8_t a10,
+    [[maybe_unused]] uint8_t a11,
+    [[maybe_unused]] uint32_t* total) {
+  if (total == nullptr) {
+    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'total' must not be null; nothing was sent");
+  }
+  return naarpc::Status::Ok();
+}
+
+void StreamerWideCopyIn([[maybe_unused]] StreamerClient::WideCall& naarpc_c,
+    [[maybe_unused]] uint8_t a0,
+    [[maybe_unused]] uint8_t a1,
+    [[maybe_unused]] uint8_t a2,
+    [[maybe_unused]] uint8_t a3,
+    [[maybe_unused]] uint8_t a4,
+    [[maybe_unused]] uint8_t a5,
+    [[maybe_unused]] uint8_t a6,
+    [[maybe_unused]] uint8_t a7,
+    [[maybe_unused]] uint8_t a8,
+    [[maybe_unused]] uint8_t a9,
+    [[maybe_unused]] uint8_t a10,
+    [[maybe_unused]] uint8_t a11,
+    [[maybe_unused]] uint32_t* total) {
+  naarpc_c.a0()[0] = a0;
+  naarpc_c.a1()[0] = a1;
+  naarpc_c.a2()[0] = a2;
+  naarpc_c.a3()[0] = a3;
+  naarpc_c.a4()[0] = a4;
+  naarpc_c.a5()[0] = a5;
+  naarpc_c.a6()[0] = a6;
+  naarpc_c.a7()[0] = a7;
+  naarpc_c.a8()[0] = a8;
+  naarpc_c.a9()[0] = a9;
+  naarpc_c.a10()[0] = a10;
+  naarpc_c.a11()[0] = a11;
+}
+
+void StreamerWideCopyOut([[maybe_unused]] StreamerClient::WideCall& naarpc_c,
+    [[maybe_unused]] uint8_t a0,
+    [[maybe_unused]] uint8_t a1,
+    [[maybe_unused]] uint8_t a2,
+    [[maybe_unused]] uint8_t a3,
+    [[maybe_unused]] uint8_t a4,
+    [[maybe_unused]] uint8_t a5,
+    [[maybe_unused]] uint8_t a6,
+    [[maybe_unused]] uint8_t a7,
+    [[maybe_unused]] uint8_t a8,
+    [[maybe_unused]] uint8_t a9,
+    [[maybe_unused]] uint8_t a10,
+    [[maybe_unused]] uint8_t a11,
+    [[maybe_unused]] uint32_t* total) {
+  *total = naarpc_c.total()[0];
+}
+
+}  // namespace
+
 naarpc::Status StreamerClient::Wide(
     uint8_t a0,
     uint8_t a1,
@@ -1382,26 +1491,12 @@ naarpc::Status StreamerClient::Wide(
     uint32_t* total,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(out);
-  if (total == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'total' must not be null; nothing was sent");
-  }
+  NAARPC_RETURN_IF_ERROR(StreamerWideCheckArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total));
   auto naarpc_call = NewWideCall(deadline);
   if (!naarpc_call.ok()) return naarpc_call.status();
-  WideCall& naarpc_c = *naarpc_call;
-  naarpc_c.a0()[0] = a0;
-  naarpc_c.a1()[0] = a1;
-  naarpc_c.a2()[0] = a2;
-  naarpc_c.a3()[0] = a3;
-  naarpc_c.a4()[0] = a4;
-  naarpc_c.a5()[0] = a5;
-  naarpc_c.a6()[0] = a6;
-  naarpc_c.a7()[0] = a7;
-  naarpc_c.a8()[0] = a8;
-  naarpc_c.a9()[0] = a9;
-  naarpc_c.a10()[0] = a10;
-  naarpc_c.a11()[0] = a11;
-  NAARPC_RETURN_IF_ERROR(naarpc_c.Invoke(out, deadline));
-  *total = naarpc_c.total()[0];
+  StreamerWideCopyIn(*naarpc_call, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(out, deadline));
+  StreamerWideCopyOut(*naarpc_call, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total);
   return naarpc::Status::Ok();
 }
 
