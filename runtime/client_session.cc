@@ -615,15 +615,21 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
   if (!call.active) return FailedPreconditionError("no call in flight on this session");
   if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
   std::array<Completion, 4> batch;
-  for (;;) {
-    Result<size_t> n = conn->TryPollCompletions(batch);
-    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+  // Takes n completions of the batch (all of them, even once done); the
+  // call's status if they end it.
+  auto take = [&](size_t n) -> std::optional<Status> {
     bool done = false;
-    for (size_t i = 0; i < *n; ++i) {  // the whole batch, even once done
+    for (size_t i = 0; i < n; ++i) {
       Status s = OnCallCompletion(batch[i], done);
       if (!s.ok()) return EndCall(std::move(s));
     }
     if (done) return EndCall(Status::Ok());
+    return std::nullopt;
+  };
+  for (;;) {
+    Result<size_t> n = conn->TryPollCompletions(batch);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    if (std::optional<Status> end = take(*n)) return end;
     if (*n > 0) continue;
     if (call.deadline.expired()) {
       return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
@@ -638,15 +644,11 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
     if (!event.ok()) {
       // Down: what is left completes as flushed work, or nothing is left.
       Result<size_t> left = conn->TryPollCompletions(batch);
-      if (left.ok() && *left > 0) {
-        for (size_t i = 0; i < *left; ++i) {
-          Status s = OnCallCompletion(batch[i], done);
-          if (!s.ok()) return EndCall(std::move(s));
-        }
-        if (done) return EndCall(Status::Ok());
-        continue;
+      if (!left.ok() || *left == 0) {
+        return EndCall(event.status().WithContext("waiting for the NAA"));
       }
-      return EndCall(event.status().WithContext("waiting for the NAA"));
+      if (std::optional<Status> end = take(*left)) return end;
+      continue;
     }
     if (!*event) return std::nullopt;  // armed; notify_fd() signals the next step
     call.armed = false;
