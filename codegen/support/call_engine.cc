@@ -65,9 +65,9 @@ bool CallEngine::EnsureStartedLocked() {
   }
   thread_ = std::thread([this] {
     engine_thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    pthread_setname_np(pthread_self(), "naarpc-engine");
     Loop();
   });
+  pthread_setname_np(thread_.native_handle(), "naarpc-engine");  // before it first runs
   return true;
 }
 

@@ -157,10 +157,10 @@ void AsyncRunner::Run(std::function<Status()> call, std::function<void(Status)> 
   queue_.push_back([call = std::move(call), done = std::move(done)] { done(call()); });
   // A thread per queued call (calls block while in flight), up to the limit.
   if (queue_.size() > idle_ && threads_.size() < max_threads_) {
-    threads_.emplace_back([this] {
-      pthread_setname_np(pthread_self(), "naarpc-helper");
-      Loop();
-    });
+    threads_.emplace_back([this] { Loop(); });
+    // Named here, not by the thread itself: until it first runs it would
+    // carry its creator's name (often "naarpc-engine").
+    pthread_setname_np(threads_.back().native_handle(), "naarpc-helper");
   }
   cv_.notify_one();
 }
