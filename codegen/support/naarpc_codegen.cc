@@ -139,7 +139,8 @@ Status SessionPool::Lease::EndCall(Status s) {
   return s;
 }
 
-AsyncRunner::AsyncRunner(size_t max_threads) : max_threads_(std::max<size_t>(1, max_threads)) {}
+AsyncRunner::AsyncRunner(size_t max_threads, std::chrono::milliseconds idle_timeout)
+    : max_threads_(std::max<size_t>(1, max_threads)), idle_timeout_(idle_timeout) {}
 
 AsyncRunner::~AsyncRunner() {
   std::vector<std::thread> threads;
@@ -147,22 +148,29 @@ AsyncRunner::~AsyncRunner() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
     threads.swap(threads_);
+    for (auto& t : exited_) threads.push_back(std::move(t));
+    exited_.clear();
   }
   cv_.notify_all();
   for (auto& t : threads) t.join();  // they drain the queue first
 }
 
 void AsyncRunner::Run(std::function<Status()> call, std::function<void(Status)> done) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back([call = std::move(call), done = std::move(done)] { done(call()); });
-  // A thread per queued call (calls block while in flight), up to the limit.
-  if (queue_.size() > idle_ && threads_.size() < max_threads_) {
-    threads_.emplace_back([this] { Loop(); });
-    // Named here, not by the thread itself: until it first runs it would
-    // carry its creator's name (often "naarpc-engine").
-    pthread_setname_np(threads_.back().native_handle(), "naarpc-helper");
+  std::vector<std::thread> exited;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back([call = std::move(call), done = std::move(done)] { done(call()); });
+    // A thread per queued call (calls block while in flight), up to the limit.
+    if (queue_.size() > idle_ && threads_.size() < max_threads_) {
+      threads_.emplace_back([this] { Loop(); });
+      // Named here, not by the thread itself: until it first runs it would
+      // carry its creator's name (often "naarpc-engine").
+      pthread_setname_np(threads_.back().native_handle(), "naarpc-helper");
+    }
+    exited.swap(exited_);
   }
   cv_.notify_one();
+  for (auto& t : exited) t.join();  // already past their last use of *this
 }
 
 std::future<Status> AsyncRunner::Run(std::function<Status()> call) {
@@ -172,14 +180,40 @@ std::future<Status> AsyncRunner::Run(std::function<Status()> call) {
   return future;
 }
 
+size_t AsyncRunner::threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size();
+}
+
+size_t AsyncRunner::idle_threads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return idle_;
+}
+
 void AsyncRunner::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty()) {
       if (stop_) return;
       ++idle_;
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      const bool woken =
+          cv_.wait_for(lock, idle_timeout_, [this] { return stop_ || !queue_.empty(); });
       --idle_;
+      if (!woken) {
+        // Idle too long: exit, leaving this thread's handle to be joined, and
+        // join those left earlier (so at most one waits). Never reached once
+        // stop_ is set: the destructor owns every handle then.
+        std::vector<std::thread> earlier;
+        earlier.swap(exited_);
+        auto self = std::find_if(threads_.begin(), threads_.end(), [](const std::thread& t) {
+          return t.get_id() == std::this_thread::get_id();
+        });
+        exited_.push_back(std::move(*self));
+        threads_.erase(self);
+        lock.unlock();
+        for (auto& t : earlier) t.join();
+        return;
+      }
       continue;
     }
     std::function<void()> job = std::move(queue_.front());

@@ -5,6 +5,7 @@
 #define NAARPC_CODEGEN_SUPPORT_H_
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -169,13 +170,17 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   std::function<void()> freed_listener_;
 };
 
-// Runs blocking work on a few long-lived threads, started on demand (at
-// most `max_threads`): the CallEngine's helpers (connect + MRSP, streaming
-// calls). Destroying the runner waits for the work queued or running.
+// Runs blocking work on a few threads, started on demand (at most
+// `max_threads`): the CallEngine's helpers (connect + MRSP, streaming
+// calls). A thread idle for `idle_timeout` exits; the next Run starts one
+// again. Destroying the runner waits for the work queued or running.
 // Thread-safe.
 class AsyncRunner {
  public:
-  explicit AsyncRunner(size_t max_threads);
+  static constexpr std::chrono::milliseconds kDefaultIdleTimeout{5000};
+
+  explicit AsyncRunner(size_t max_threads,
+                       std::chrono::milliseconds idle_timeout = kDefaultIdleTimeout);
   ~AsyncRunner();
   AsyncRunner(const AsyncRunner&) = delete;
   AsyncRunner& operator=(const AsyncRunner&) = delete;
@@ -186,16 +191,24 @@ class AsyncRunner {
   // Runs `call`; the future gets its status.
   std::future<Status> Run(std::function<Status()> call);
 
+  // Threads started and not yet exited (busy or idle).
+  size_t threads() const;
+  // Of those, the ones waiting for work.
+  size_t idle_threads() const;
+
  private:
   void Loop();
 
   const size_t max_threads_;
-  std::mutex mu_;
+  const std::chrono::milliseconds idle_timeout_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   size_t idle_ = 0;                          // guarded by mu_
   bool stop_ = false;                        // guarded by mu_
   std::vector<std::thread> threads_;         // guarded by mu_
+  // Threads that exited idle, joined by the next Run or the destructor.
+  std::vector<std::thread> exited_;          // guarded by mu_
 };
 
 // Rewrites a failed call's status for the user: NAA statuses get their IDL
