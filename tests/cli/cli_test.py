@@ -84,6 +84,15 @@ class Server:
         return self.proc.returncode
 
 
+def has_ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 def naarpc_serve(idl, *args):
     return Server([NAARPC, "serve", "--idl", idl, "--transport", "emulated", "--address",
                    "127.0.0.1", "--port", "0", *args],
@@ -694,6 +703,19 @@ class ErrorsTest(unittest.TestCase):
                                "--in", "a=[1]", "--in", "b=[1]", env=env)
             self.assertEqual(rc, EXIT_UNREACHABLE, err)
             self.assertIn("listening on [::1]:%d over the emulated transport" % port, err)
+
+    @unittest.skipUnless(has_ipv6_loopback(), "this host has no IPv6 loopback (::1)")
+    def test_ipv6_call_over_the_emulated_transport(self):
+        server = Server([NAARPC, "serve", "--idl", TYPES, "--transport", "emulated",
+                         "--address", "::1", "--port", "0", "--kernel", "increment"],
+                        r"^naarpc serve: listening on \[::1\]:(\d+) ")
+        try:
+            rc, out, err = run("call", "--idl", TYPES, "--transport", "emulated", "--target",
+                               "[::1]:%d" % server.port, "U16", "--in", "x=[1, 2, 65535]")
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertIn("y = [2, 3, 0]", out)
+        finally:
+            self.assertEqual(server.stop(), 0, server.stderr)
 
     def test_no_target_no_naa_spec(self):
         rc, out, err = run("call", "--idl", VECTOR, "Dot", "--in", "a=[1]", "--in", "b=[1]")

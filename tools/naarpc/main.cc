@@ -196,13 +196,18 @@ Result<Dialect> ParseDialect(const std::string& d) {
   return InvalidArgumentError("--dialect '" + d + "': spec or reference");
 }
 
+// "host:port", IPv6 addresses in brackets.
+std::string HostPort(const std::string& host, uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
 std::string Hint(const Status& s, const Target& t, const std::string& transport) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kNotFound:
-      return "is an NAA (e.g. `naarpc serve`) listening on " +
-             (t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host) + ":" +
-             std::to_string(t.port) + " over the " + transport +
+      return "is an NAA (e.g. `naarpc serve`) listening on " + HostPort(t.host, t.port) +
+             " over the " + transport +
              " transport? (--target, --transport)";
     case StatusCode::kDeadlineExceeded:
       return "raise --deadline (milliseconds), or check the NAA's kernel and its timeout";
@@ -514,9 +519,9 @@ int Serve(const ServeArgs& a) {
     }
   }
   std::printf(
-      "naarpc serve: listening on %s:%u (%s, transport %s, dialect %s); Ctrl-C "
+      "naarpc serve: listening on %s (%s, transport %s, dialect %s); Ctrl-C "
       "stops\n%s",
-      a.address.c_str(), unsigned{port}, idl->path.c_str(),
+      HostPort(a.address, port).c_str(), idl->path.c_str(),
       std::string((*transport)->name()).c_str(), a.dialect.c_str(), (*naa)->Describe().c_str());
   std::fflush(stdout);
   int sig = 0;

@@ -42,6 +42,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 #include <utility>
 
 namespace naarpc {
@@ -185,41 +186,116 @@ int WaitFd(int fd, short events, Deadline deadline, int cancel_fd) {
   return 1;
 }
 
-std::string AddrToString(const sockaddr_in& a) {
-  char buf[INET_ADDRSTRLEN] = "?";
-  ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof(buf));
-  return std::string(buf) + ":" + std::to_string(ntohs(a.sin_port));
+// An IPv4 or IPv6 socket address.
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  int family() const { return storage.ss_family; }
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+// "192.0.2.1:7" or "[2001:db8::1]:7".
+std::string AddrToString(const sockaddr_storage& a) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET) {
+    auto& in = reinterpret_cast<const sockaddr_in&>(a);
+    ::inet_ntop(AF_INET, &in.sin_addr, buf, sizeof(buf));
+    return std::string(buf) + ":" + std::to_string(ntohs(in.sin_port));
+  }
+  if (a.ss_family == AF_INET6) {
+    auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
+    ::inet_ntop(AF_INET6, &in6.sin6_addr, buf, sizeof(buf));
+    return "[" + std::string(buf) + "]:" + std::to_string(ntohs(in6.sin6_port));
+  }
+  return "?";
+}
+
+uint16_t PortOf(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
 }
 
 std::string PeerName(int fd) {
-  sockaddr_in a{};
+  sockaddr_storage a{};
   socklen_t len = sizeof(a);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
   return AddrToString(a);
 }
 
-Result<sockaddr_in> Resolve(const std::string& host, uint16_t port, bool passive) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  if (passive && (host.empty() || host == "*" || host == "0.0.0.0")) {
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    return a;
+// `host` as written in "host:port" (IPv6 literals in brackets).
+std::string HostPort(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// The addresses `host` names, in getaddrinfo's order of preference: IPv4
+// and IPv6 literals (bracketed or not) and names. Passive (to listen on):
+// "", "*" and "0.0.0.0" are every IPv4 address, "::" every IPv6 one (and
+// IPv4 too where the host's IPV6_V6ONLY default is off).
+Result<std::vector<SockAddr>> Resolve(std::string host, uint16_t port, bool passive) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
   }
+  if (passive && (host.empty() || host == "*")) host = "0.0.0.0";
   if (host.empty()) return InvalidArgumentError("emulated transport: empty host name");
-  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
   addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  const std::string service = std::to_string(port);
+  int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr) {
     return UnavailableError("emulated transport: cannot resolve '" + host +
                             "': " + ::gai_strerror(rc));
   }
-  a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  std::vector<SockAddr> addrs;
+  for (const addrinfo* r = res; r != nullptr; r = r->ai_next) {
+    if ((r->ai_family != AF_INET && r->ai_family != AF_INET6) ||
+        r->ai_addrlen > sizeof(sockaddr_storage)) {
+      continue;
+    }
+    SockAddr a;
+    std::memcpy(&a.storage, r->ai_addr, r->ai_addrlen);
+    a.length = r->ai_addrlen;
+    addrs.push_back(a);
+  }
   ::freeaddrinfo(res);
-  return a;
+  if (addrs.empty()) {
+    return UnavailableError("emulated transport: '" + host + "' has no IPv4 or IPv6 address");
+  }
+  return addrs;
+}
+
+// Outcome of one non-blocking connect attempt.
+struct ConnectAttempt {
+  UniqueFd fd;          // connected, when err == 0
+  int err = 0;          // errno of the failure
+  bool timed_out = false;
+};
+
+ConnectAttempt ConnectTo(const SockAddr& addr, Deadline deadline) {
+  ConnectAttempt out;
+  out.fd = UniqueFd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (out.fd.get() < 0) {
+    out.err = errno;
+    return out;
+  }
+  if (::connect(out.fd.get(), addr.get(), addr.length) == 0) return out;
+  out.err = errno;
+  if (out.err == EINPROGRESS) {
+    int r = WaitFd(out.fd.get(), POLLOUT, deadline, -1);
+    if (r == 0) {
+      out.timed_out = true;
+      return out;
+    }
+    socklen_t len = sizeof(out.err);
+    if (r < 0 || ::getsockopt(out.fd.get(), SOL_SOCKET, SO_ERROR, &out.err, &len) != 0) {
+      out.err = errno;
+    }
+  }
+  if (out.err != 0) out.fd.Reset();
+  return out;
 }
 
 void SetNoDelay(int fd) {
@@ -1500,28 +1576,26 @@ class EmuTransport final : public Transport {
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
                                               Deadline deadline) override {
     if (port == 0) return InvalidArgumentError("emulated transport: Connect to port 0");
-    NAARPC_ASSIGN_OR_RETURN(sockaddr_in addr, Resolve(host, port, /*passive=*/false));
-    const std::string target = host + ":" + std::to_string(port);
+    NAARPC_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, Resolve(host, port, /*passive=*/false));
+    const std::string target = HostPort(host, port);
     for (int attempt = 0;; ++attempt) {
-      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      if (fd.get() < 0) {
-        return ResourceExhaustedError("emulated transport: socket: " + Errno(errno));
-      }
-      int err = 0;
-      if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-        err = errno;
-        if (err == EINPROGRESS) {
-          int r = WaitFd(fd.get(), POLLOUT, deadline, -1);
-          if (r == 0) {
-            return DeadlineExceededError("emulated transport: connecting to " + target +
-                                         " timed out");
-          }
-          socklen_t len = sizeof(err);
-          if (r < 0 || ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-            err = errno;
-          }
+      // Each address in turn (a name may have IPv6 and IPv4 ones); the
+      // first that accepts wins, otherwise the first address's error.
+      ConnectAttempt c;
+      int first_err = 0;
+      for (const SockAddr& addr : addrs) {
+        c = ConnectTo(addr, deadline);
+        if (c.timed_out) {
+          return DeadlineExceededError("emulated transport: connecting to " + target +
+                                       " timed out");
+        }
+        if (c.err == 0) break;
+        if (first_err == 0) first_err = c.err;
+        if (c.err == EMFILE || c.err == ENFILE || c.err == ENOBUFS || c.err == ENOMEM) {
+          return ResourceExhaustedError("emulated transport: socket: " + Errno(c.err));
         }
       }
+      const int err = c.err == 0 ? 0 : first_err;
       if (err == ECONNREFUSED && attempt < opts_.connect_retries) {
         auto wake = std::min(deadline.when(), Clock::now() + opts_.connect_retry_delay);
         std::this_thread::sleep_until(wake);
@@ -1531,6 +1605,7 @@ class EmuTransport final : public Transport {
         return UnavailableError("emulated transport: cannot connect to " + target + ": " +
                                 Errno(err));
       }
+      UniqueFd fd = std::move(c.fd);
       SetNoDelay(fd.get());
       std::string peer = PeerName(fd.get());
       NAARPC_RETURN_IF_ERROR(Handshake(fd.get(), peer, deadline, -1));
@@ -1540,25 +1615,26 @@ class EmuTransport final : public Transport {
   }
 
   Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
-    NAARPC_ASSIGN_OR_RETURN(sockaddr_in addr, Resolve(host, port, /*passive=*/true));
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    NAARPC_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, Resolve(host, port, /*passive=*/true));
+    const SockAddr& addr = addrs.front();  // as the verbs transport: the preferred one
+    UniqueFd fd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (fd.get() < 0) return ResourceExhaustedError("emulated transport: socket: " + Errno(errno));
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      return UnavailableError("emulated transport: cannot listen on " + AddrToString(addr) +
-                              ": " + Errno(errno));
+    if (::bind(fd.get(), addr.get(), addr.length) != 0) {
+      return UnavailableError("emulated transport: cannot listen on " +
+                              AddrToString(addr.storage) + ": " + Errno(errno));
     }
     if (::listen(fd.get(), SOMAXCONN) != 0) {
       return UnavailableError("emulated transport: listen: " + Errno(errno));
     }
-    sockaddr_in bound{};
+    sockaddr_storage bound{};
     socklen_t len = sizeof(bound);
     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len);
     UniqueFd efd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (efd.get() < 0) return ResourceExhaustedError("emulated transport: eventfd: " + Errno(errno));
     return std::unique_ptr<Listener>(
-        new EmuListener(std::move(fd), std::move(efd), ntohs(bound.sin_port), opts_));
+        new EmuListener(std::move(fd), std::move(efd), PortOf(bound), opts_));
   }
 
  private:

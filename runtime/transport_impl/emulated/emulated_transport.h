@@ -54,6 +54,9 @@
 //    handshake_timeout, ...) for a peer whose hello is wrong or missing; the
 //    listener stays usable. kResourceExhausted: out of file descriptors.
 //  * Memory of posted work must stay registered until its completion.
+//  * Addresses: IPv4 and IPv6 (literals with or without brackets) and host
+//    names. Connect tries each address of a name in turn; Listen binds the
+//    first ("", "*" and "0.0.0.0": every IPv4 address; "::": every IPv6 one).
 //
 // Wire (TCP, TCP_NODELAY): a 16-byte hello each way (magic, version), then
 // 32-byte frame headers, each followed by its payload. Payloads are sent

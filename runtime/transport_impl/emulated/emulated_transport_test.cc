@@ -1,6 +1,7 @@
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +20,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -88,15 +91,16 @@ struct Pair {
   std::unique_ptr<Connection> server;  // accepted side
 };
 
-Pair MakePair(Transport& t) {
+Pair MakePair(Transport& t, const std::string& listen_host = "127.0.0.1",
+              const std::string& connect_host = "localhost") {
   Pair p;
-  auto l = t.Listen("127.0.0.1", 0);
+  auto l = t.Listen(listen_host, 0);
   EXPECT_TRUE(l.ok()) << l.status().ToString();
   if (!l.ok()) return p;
   p.listener = std::move(*l);
   std::optional<Result<std::unique_ptr<Connection>>> accepted;
   std::thread th([&] { accepted.emplace(p.listener->Accept(Deadline::After(kTimeout))); });
-  auto c = t.Connect("localhost", p.listener->port(), Deadline::After(kTimeout));
+  auto c = t.Connect(connect_host, p.listener->port(), Deadline::After(kTimeout));
   th.join();
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(accepted->ok()) << accepted->status().ToString();
@@ -281,6 +285,92 @@ TEST(EmulatedTransport, ConnectAcceptAndKeys) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(p.client->RegisterMemory(x, 8, 0x100).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(p.client->RegisterMemory(x, 8, 0).ok());
+}
+
+bool HostHasIpv6Loopback() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The families `host` resolves to here (from /etc/hosts for "localhost").
+std::set<int> FamiliesOf(const char* host) {
+  std::set<int> families;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host, nullptr, &hints, &res) != 0) return families;
+  for (const addrinfo* r = res; r != nullptr; r = r->ai_next) families.insert(r->ai_family);
+  ::freeaddrinfo(res);
+  return families;
+}
+
+// A WRITE_WITH_IMM from the client lands in the server's region.
+void ExpectWriteWithImmLands(Pair& p) {
+  Buf target = Reg(*p.server, 256);
+  ASSERT_TRUE(p.server->PostRecv(7, LocalBuffer{}).ok());
+  Buf src = Reg(*p.client, 256);
+  FillPattern(src.data, 6);
+  ASSERT_TRUE(
+      Post(*p.client, {WriteImm(1, src.all(), target.addr(), target.mr->rkey(), 0x0a0b0c0d)}).ok());
+  auto sc = PollN(*p.server, 1);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(sc[0].imm_data, 0x0a0b0c0du);
+  EXPECT_EQ(target.data, src.data);
+}
+
+TEST(EmulatedTransport, Ipv6LiteralsWithOrWithoutBrackets) {
+  if (!HostHasIpv6Loopback()) GTEST_SKIP() << "this host has no IPv6 loopback (::1)";
+  auto t = NewEmulatedTransport();
+  for (const char* listen_on : {"::1", "[::1]", "::"}) {
+    for (const char* connect_to : {"::1", "[::1]"}) {
+      SCOPED_TRACE(std::string("listen on ") + listen_on + ", connect to " + connect_to);
+      Pair p = MakePair(*t, listen_on, connect_to);
+      ASSERT_TRUE(p.client && p.server);
+      EXPECT_EQ(p.client->peer_name(), "[::1]:" + std::to_string(p.listener->port()));
+      EXPECT_EQ(p.server->peer_name().rfind("[::1]:", 0), 0u) << p.server->peer_name();
+      ExpectWriteWithImmLands(p);
+    }
+  }
+}
+
+TEST(EmulatedTransport, ANameReachesAListenerOnAnyOfItsAddresses) {
+  // "localhost" usually names ::1 and 127.0.0.1: Connect tries each in turn.
+  const std::set<int> families = FamiliesOf("localhost");
+  if (families != std::set<int>{AF_INET, AF_INET6} || !HostHasIpv6Loopback()) {
+    GTEST_SKIP() << "'localhost' does not name both ::1 and 127.0.0.1 here";
+  }
+  auto t = NewEmulatedTransport();
+  for (const char* listen_on : {"127.0.0.1", "::1"}) {
+    SCOPED_TRACE(std::string("listen on ") + listen_on);
+    Pair p = MakePair(*t, listen_on, "localhost");
+    ASSERT_TRUE(p.client && p.server);
+    ExpectWriteWithImmLands(p);
+  }
+}
+
+TEST(EmulatedTransport, ConnectRefusedOnEveryAddressNamesTheTarget) {
+  if (!HostHasIpv6Loopback()) GTEST_SKIP() << "this host has no IPv6 loopback (::1)";
+  EmulatedOptions o;
+  o.connect_retries = 0;
+  auto t = NewEmulatedTransport(o);
+  uint16_t port;
+  {
+    auto l = t->Listen("::1", 0);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    port = (*l)->port();
+  }
+  auto c = t->Connect("::1", port, Deadline::After(kTimeout));
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("[::1]:" + std::to_string(port)), std::string::npos)
+      << c.status().ToString();
+  EXPECT_NE(c.status().message().find("refused"), std::string::npos) << c.status().ToString();
 }
 
 TEST(EmulatedTransport, ConnectRefusedIsUnavailable) {
