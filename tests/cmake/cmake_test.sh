@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # naarpc from a CMake project (docs/using.md): configures, builds and installs
-# naarpc with CMake (Release, -j2) into a prefix under TEST_TMPDIR, then builds
+# naarpc with CMake (Release, -j2) into a prefix under TEST_TMPDIR, runs the
+# installed CLI (describe, serve, call), then builds
 # a separate consumer project (tests/cmake/consumer) with find_package(naarpc)
 # and naarpc_generate(), runs it (a software NAA called in-process on the
 # emulated transport), and compiles and runs a program against the
@@ -32,6 +33,23 @@ if grep -rn '#include "\(runtime\|codegen\|idl\)/' "$prefix/include"; then
   echo "cmake_test: an installed header includes a non-public header" >&2
   exit 1
 fi
+
+# The installed CLI: describe an IDL file, then serve it and call it on the
+# emulated transport (the server's listening line gives its port).
+cli="$prefix/bin/naarpc"
+idl="$runfiles/tests/cli/testdata/types.naa.yaml"
+run "$cli" describe "$idl" | grep -q '^service Types'
+coproc serve { exec env -i "HOME=$tmp/home" "PATH=/usr/bin:/bin" "$cli" serve --idl "$idl" \
+  --transport emulated --address 127.0.0.1 --port 0 --kernel increment; }
+read -r -t 60 line <&"${serve[0]}" || { echo "cmake_test: naarpc serve printed nothing" >&2; exit 1; }
+port="$(sed -n 's/^naarpc serve: listening on 127\.0\.0\.1:\([0-9]*\) .*/\1/p' <<<"$line")"
+[[ -n "$port" ]] || { echo "cmake_test: unexpected line from naarpc serve: $line" >&2; exit 1; }
+out="$(run "$cli" call --idl "$idl" --transport emulated --target "127.0.0.1:$port" U16 \
+  --in 'x=[1, 2, 65535]')"
+kill -TERM "$serve_PID"
+wait "$serve_PID"
+grep -q '^y = \[2, 3, 0\]' <<<"$out" || { echo "cmake_test: naarpc call printed: $out" >&2; exit 1; }
+echo "cmake_test: the installed naarpc CLI described, served and called"
 
 start=$SECONDS
 run cmake -S "$runfiles/tests/cmake/consumer" -B "$tmp/consumer" -DCMAKE_BUILD_TYPE=Release \
