@@ -113,9 +113,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "naa_server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  std::printf("naa_server: serving %s on %s:%u (transport %s, dialect %s); Ctrl-C stops\n",
+  const bool ipv6 = address.find(':') != std::string::npos;
+  std::printf("naa_server: serving %s on %s%s%s:%u (transport %s, dialect %s); Ctrl-C stops\n",
               stock_kernels ? "the NAAICE stock kernels 1-3" : "the example services",
-              address.c_str(), unsigned{(*server)->port()}, transport_name.c_str(),
+              ipv6 ? "[" : "", address.c_str(), ipv6 ? "]" : "", unsigned{(*server)->port()},
+              transport_name.c_str(),
               stock_kernels ? "reference" : dialect.c_str());
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
