@@ -113,11 +113,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "naa_server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  const bool ipv6 = address.find(':') != std::string::npos;
-  std::printf("naa_server: serving %s on %s%s%s:%u (transport %s, dialect %s); Ctrl-C stops\n",
+  std::printf("naa_server: serving %s on %s (transport %s, dialect %s); Ctrl-C stops\n",
               stock_kernels ? "the NAAICE stock kernels 1-3" : "the example services",
-              ipv6 ? "[" : "", address.c_str(), ipv6 ? "]" : "", unsigned{(*server)->port()},
-              transport_name.c_str(),
+              naarpc::HostPort(address, (*server)->port()).c_str(), transport_name.c_str(),
               stock_kernels ? "reference" : dialect.c_str());
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);

@@ -131,6 +131,7 @@ class ClientSession::Impl {
   Status OnCallCompletion(const Completion& c, bool& done);
   Status EndCall(Status polled);
   std::optional<Status> ContinueCall();
+  Status FinishCall();
 
   // The call in flight, from BeginCall to EndCall.
   struct CallInFlight {
@@ -470,14 +471,9 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
 Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
                                    const CallOptions& call_options) {
   NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
-  Status s;
-  if (!streams.empty()) {
-    s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
-    call.written = call.answered = s.ok();
-  } else {
-    s = internal::PollUntil(*conn, deadline, "waiting for the NAA",
-                            [&](const Completion& c, bool& done) { return OnCallCompletion(c, done); });
-  }
+  if (streams.empty()) return FinishCall();
+  Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
+  call.written = call.answered = s.ok();
   return EndCall(std::move(s));
 }
 
@@ -653,6 +649,15 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
     if (!*event) return std::nullopt;  // armed; notify_fd() signals the next step
     call.armed = false;
   }
+}
+
+// Blocks until the call started by BeginCall ends.
+Status ClientSession::Impl::FinishCall() {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  return EndCall(internal::PollUntil(
+      *conn, call.deadline, "waiting for the NAA",
+      [this](const Completion& c, bool& done) { return OnCallCompletion(c, done); }));
 }
 
 Status ClientSession::Impl::EndCall(Status s) {
@@ -880,7 +885,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   impl->options = options;
   NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
-  const std::string where = "NAA at " + host + ":" + std::to_string(port);
+  const std::string where = "NAA at " + HostPort(host, port);
   auto conn = transport.Connect(host, port,
                                 Deadline::Earlier(deadline, Deadline::After(options.connect_timeout)));
   if (!conn.ok()) {
@@ -933,14 +938,7 @@ Status ClientSession::StartCall(uint8_t function_code, Deadline deadline,
 
 std::optional<Status> ClientSession::ContinueCall() { return impl_->ContinueCall(); }
 
-Status ClientSession::FinishCall() {
-  Impl& m = *impl_;
-  if (!m.call.active) return FailedPreconditionError("no call in flight on this session");
-  if (!m.conn) return m.EndCall(DisconnectedError("the session was closed during the call"));
-  return m.EndCall(internal::PollUntil(
-      *m.conn, m.call.deadline, "waiting for the NAA",
-      [&m](const Completion& c, bool& done) { return m.OnCallCompletion(c, done); }));
-}
+Status ClientSession::FinishCall() { return impl_->FinishCall(); }
 
 void ClientSession::AbandonCall() {
   if (impl_->call.active) {

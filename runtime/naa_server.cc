@@ -1345,7 +1345,7 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
   auto impl = std::make_unique<Impl>(transport, handler, resolved);
   auto listener = transport.Listen(host, port);
   if (!listener.ok()) {
-    return listener.status().WithContext("listening on " + host + ":" + std::to_string(port));
+    return listener.status().WithContext("listening on " + HostPort(host, port));
   }
   impl->listener = std::move(listener).value();
   Impl* raw = impl.get();

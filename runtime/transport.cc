@@ -2,6 +2,15 @@
 
 namespace naarpc {
 
+std::string HostPort(std::string_view host, uint16_t port) {
+  const bool bare_ipv6 = host.find(':') != std::string_view::npos && host.front() != '[';
+  std::string out;
+  if (bare_ipv6) out += '[';
+  out += host;
+  if (bare_ipv6) out += ']';
+  return out + ":" + std::to_string(port);
+}
+
 std::string_view CompletionStatusName(CompletionStatus s) {
   switch (s) {
     case CompletionStatus::kSuccess: return "success";

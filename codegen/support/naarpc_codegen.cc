@@ -28,28 +28,27 @@ size_t SessionPool::open_sessions() const {
 }
 
 Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
+  bool may_open = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    const size_t limit = std::max<size_t>(1, options_.max_sessions_per_routine);
-    auto ready = [&] { return !idle_.empty() || in_use_ < limit; };
+    auto ready = [&] { return !idle_.empty() || in_use_ < max_sessions(); };
     if (deadline.infinite()) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
       return DeadlineExceededError(routine_ + ": no free session before the deadline (" +
-                                   std::to_string(limit) + " calls in flight)");
+                                   std::to_string(max_sessions()) + " calls in flight)");
     }
-    ++in_use_;
-    if (!idle_.empty()) {
-      auto s = std::move(idle_.back());
-      idle_.pop_back();
-      return Lease(shared_from_this(), std::move(s));
-    }
+    if (Lease idle = TakeLocked(&may_open)) return idle;
   }
-  return OpenReserved(deadline);
+  return OpenReserved(deadline);  // may_open: ready() held
 }
 
 SessionPool::Lease SessionPool::TryAcquire(bool* may_open) {
   std::lock_guard<std::mutex> lock(mu_);
+  return TakeLocked(may_open);
+}
+
+SessionPool::Lease SessionPool::TakeLocked(bool* may_open) {
   *may_open = false;
   if (!idle_.empty()) {
     ++in_use_;
@@ -57,7 +56,7 @@ SessionPool::Lease SessionPool::TryAcquire(bool* may_open) {
     idle_.pop_back();
     return Lease(shared_from_this(), std::move(s));
   }
-  if (in_use_ < std::max<size_t>(1, options_.max_sessions_per_routine)) {
+  if (in_use_ < max_sessions()) {
     ++in_use_;
     *may_open = true;
   }
@@ -70,10 +69,8 @@ Result<SessionPool::Lease> SessionPool::OpenReserved(Deadline deadline) {
   if (!opened.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     --in_use_;
-    cv_.notify_one();
     FreedLocked();
-    return opened.status().WithContext(routine_ + ": connecting to " + host_ + ":" +
-                                       std::to_string(port_));
+    return opened.status().WithContext(routine_ + ": connecting to " + HostPort(host_, port_));
   }
   return Lease(shared_from_this(), std::move(opened).value());
 }
@@ -84,6 +81,7 @@ void SessionPool::SetFreedListener(std::function<void()> listener) {
 }
 
 void SessionPool::FreedLocked() {
+  cv_.notify_one();
   if (freed_listener_) freed_listener_();
 }
 
@@ -91,7 +89,6 @@ void SessionPool::Return(std::unique_ptr<ClientSession> s) {
   std::lock_guard<std::mutex> lock(mu_);
   --in_use_;
   if (s != nullptr) idle_.push_back(std::move(s));
-  cv_.notify_one();
   FreedLocked();
 }
 

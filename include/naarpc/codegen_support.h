@@ -155,6 +155,9 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
 
  private:
   void Return(std::unique_ptr<ClientSession> s);
+  // An idle session; or reserves a slot to open one (*may_open); or none.
+  Lease TakeLocked(bool* may_open);
+  // A session or slot was freed: wakes a waiter and the listener.
   void FreedLocked();
 
   Transport& transport_;

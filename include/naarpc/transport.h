@@ -217,6 +217,10 @@ class Transport {
 // Default port of the NAAICE reference library.
 inline constexpr uint16_t kDefaultPort = 12345;
 
+// "host:port" as users write it: an IPv6 literal in brackets ("[::1]:7"),
+// also when `host` already has them.
+std::string HostPort(std::string_view host, uint16_t port);
+
 }  // namespace naarpc
 
 #endif  // NAARPC_TRANSPORT_H_

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "naarpc/deadline.h"
@@ -66,6 +67,15 @@ class NotifyLoop {
       Settle();
     }
     return true;
+  }
+  // From another thread, while Run runs: returns once the loop has begun
+  // to sleep, or at the hang guard. Not synchronisation: the loop may not
+  // be asleep yet; tests hold either way.
+  void AwaitFirstSleep() const {
+    for (const Deadline guard = Deadline::After(hang_guard_);
+         sleeps.load() == 0 && !guard.expired();) {
+      std::this_thread::yield();
+    }
   }
   // What poll(2) says now: does the owner have to act?
   bool Readable() const {

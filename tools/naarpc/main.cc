@@ -196,12 +196,6 @@ Result<Dialect> ParseDialect(const std::string& d) {
   return InvalidArgumentError("--dialect '" + d + "': spec or reference");
 }
 
-// "host:port", IPv6 addresses in brackets.
-std::string HostPort(const std::string& host, uint16_t port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-         std::to_string(port);
-}
-
 std::string Hint(const Status& s, const Target& t, const std::string& transport) {
   switch (s.code()) {
     case StatusCode::kUnavailable:

@@ -42,8 +42,11 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <vector>
 #include <utility>
+#include <vector>
+
+#include "runtime/sockaddr_text.h"
+#include "runtime/unique_fd.h"
 
 namespace naarpc {
 namespace {
@@ -128,29 +131,6 @@ std::string Hex(uint64_t v) {
 
 // ---- sockets ----------------------------------------------------------------
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-  int get() const { return fd_; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 timespec ToTimespec(Clock::time_point wake, bool* infinite) {
   *infinite = wake == Clock::time_point::max();
   timespec ts{0, 0};
@@ -194,22 +174,6 @@ struct SockAddr {
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 
-// "192.0.2.1:7" or "[2001:db8::1]:7".
-std::string AddrToString(const sockaddr_storage& a) {
-  char buf[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET) {
-    auto& in = reinterpret_cast<const sockaddr_in&>(a);
-    ::inet_ntop(AF_INET, &in.sin_addr, buf, sizeof(buf));
-    return std::string(buf) + ":" + std::to_string(ntohs(in.sin_port));
-  }
-  if (a.ss_family == AF_INET6) {
-    auto& in6 = reinterpret_cast<const sockaddr_in6&>(a);
-    ::inet_ntop(AF_INET6, &in6.sin6_addr, buf, sizeof(buf));
-    return "[" + std::string(buf) + "]:" + std::to_string(ntohs(in6.sin6_port));
-  }
-  return "?";
-}
-
 uint16_t PortOf(const sockaddr_storage& a) {
   if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
   return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
@@ -219,13 +183,7 @@ std::string PeerName(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof(a);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "?";
-  return AddrToString(a);
-}
-
-// `host` as written in "host:port" (IPv6 literals in brackets).
-std::string HostPort(const std::string& host, uint16_t port) {
-  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return SockaddrToString(reinterpret_cast<const sockaddr*>(&a));
 }
 
 // The addresses `host` names, in getaddrinfo's order of preference: IPv4
@@ -884,16 +842,7 @@ void EmuConnection::UpdateNotifyFd() {
   // Clock is CLOCK_MONOTONIC; 1 ns after its epoch is long past.
   const std::optional<Clock::time_point> at =
       event_pending_ ? std::optional(Clock::time_point(std::chrono::nanoseconds(1))) : NextTimer();
-  if (at == notify_timer_at_) return;
-  itimerspec its{};
-  if (at) {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at->time_since_epoch());
-    its.it_value.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
-    its.it_value.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
-  }
-  if (::timerfd_settime(notify_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr) == 0) {
-    notify_timer_at_ = at;
-  }
+  if (at != notify_timer_at_ && SetTimerFd(notify_timer_.get(), at)) notify_timer_at_ = at;
 }
 
 void EmuConnection::Break(std::string reason) {
@@ -1623,7 +1572,7 @@ class EmuTransport final : public Transport {
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd.get(), addr.get(), addr.length) != 0) {
       return UnavailableError("emulated transport: cannot listen on " +
-                              AddrToString(addr.storage) + ": " + Errno(errno));
+                              SockaddrToString(addr.get()) + ": " + Errno(errno));
     }
     if (::listen(fd.get(), SOMAXCONN) != 0) {
       return UnavailableError("emulated transport: listen: " + Errno(errno));

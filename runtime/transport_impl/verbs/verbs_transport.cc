@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/sockaddr_text.h"
+#include "runtime/unique_fd.h"
 #include "runtime/spin_budget.h"
 #include "runtime/wake_predictor.h"
 
@@ -128,26 +130,6 @@ class EventFd {
   int fd_;
 };
 
-// A file descriptor, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~UniqueFd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
 // Time left until `d` (not infinite) for ppoll(2); zero once expired.
 timespec TimeLeft(Deadline d) {
   auto left = d.when() - Deadline::Clock::now();
@@ -162,25 +144,6 @@ timespec TimeLeft(Deadline d) {
 bool SetNonBlocking(int fd) {
   int flags = fcntl(fd, F_GETFL);
   return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
-}
-
-std::string SockaddrToString(const sockaddr* sa) {
-  if (sa == nullptr) return "?";
-  char buf[INET6_ADDRSTRLEN] = {};
-  uint16_t port = 0;
-  if (sa->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
-    port = ntohs(in->sin_port);
-    return std::string(buf) + ":" + std::to_string(port);
-  }
-  if (sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
-    port = ntohs(in6->sin6_port);
-    return "[" + std::string(buf) + "]:" + std::to_string(port);
-  }
-  return "?";
 }
 
 // Resolves host (empty = any) to a socket address with `port`.
@@ -738,15 +701,8 @@ class VerbsConnection final : public Connection {
     if (flush_timer_.get() >= 0) ArmFlushTimer();
   }
 
-  // Deadline::Clock (steady_clock) is CLOCK_MONOTONIC.
-  void ArmFlushTimer() {
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        flush_deadline_.when().time_since_epoch());
-    itimerspec its{};
-    its.it_value.tv_sec = static_cast<time_t>(ns.count() / 1'000'000'000);
-    its.it_value.tv_nsec = static_cast<long>(ns.count() % 1'000'000'000);
-    timerfd_settime(flush_timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
-  }
+  // Fails only for a bad descriptor or time: neither can occur here.
+  void ArmFlushTimer() { (void)SetTimerFd(flush_timer_.get(), flush_deadline_.when()); }
 
   // Drains pending CM events without blocking.
   void HandleCmEvents() {
@@ -1000,7 +956,7 @@ class VerbsTransport final : public Transport {
                                               Deadline deadline) override {
     NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
 
-    std::string target = host + ":" + std::to_string(port);
+    std::string target = HostPort(host, port);
     for (int attempt = 0;; ++attempt) {
       bool rejected = false;
       auto conn = TryConnect(dst, deadline, &rejected);
@@ -1035,7 +991,7 @@ class VerbsTransport final : public Transport {
       return InternalError(ErrnoText("rdma_create_id", errno));
     }
     CmIdPtr id(raw);
-    std::string where = (host.empty() ? "*" : host) + ":" + std::to_string(port);
+    std::string where = HostPort(host.empty() ? "*" : host, port);
     if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0) {
       return UnavailableError(ErrnoText("rdma_bind_addr(" + where + ")", errno));
     }

@@ -647,11 +647,9 @@ TEST_F(VerbsTest, NotifyFdWakesOnDisconnectFromAnotherThread) {
   loop.Settle();
   bool ran = false;
   std::thread th([&] { ran = loop.Run([] { return false; }); });
-  // Not synchronisation: Disconnect should find the loop asleep; if it
-  // comes first, the loop finds the connection down: the test holds either way.
-  for (const Deadline guard = Deadline::After(kHangGuard); loop.sleeps.load() == 0 && !guard.expired();) {
-    std::this_thread::yield();
-  }
+  // Disconnect should find the loop asleep; if it comes first, the loop
+  // finds the connection down: the test holds either way.
+  loop.AwaitFirstSleep();
   ASSERT_OK(server_->Disconnect());
   th.join();
   ASSERT_TRUE(ran);
