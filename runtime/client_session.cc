@@ -11,6 +11,7 @@
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
 #include "runtime/state_machine.h"
+#include "runtime/stream_rules.h"
 #include "runtime/wire_ops.h"
 
 namespace naarpc {
@@ -61,15 +62,19 @@ class ClientSession::Impl {
 
   // One stream during a call (docs/protocol.md 15).
   struct Stream {
+    Stream(size_t param, const WireRegion* wire, bool input, uint32_t chunk, uint32_t window,
+           const std::string& name)
+        : param(param), wire(wire), input(input), chunk(chunk), window(window),
+          outbound(name, chunk, window), inbound(name, chunk, window) {}
     size_t param = 0;
     const WireRegion* wire = nullptr;
     bool input = false;
     uint32_t chunk = 0, window = 0;
-    uint64_t chunks = 0;    // written (input) / received (output) this call
-    uint64_t consumed = 0;  // input: credited by the NAA
-    bool ended = false;     // input: end chunk written; output: end chunk received
-    bool stop = false;      // input: the NAA asked for no more data
-    uint64_t credited = 0;  // output: credits sent (one per chunk, 15.3)
+    internal::StreamOutbound outbound;  // input: the chunks we write
+    internal::StreamInbound inbound;    // output: the chunks the NAA writes
+    uint64_t credited = 0;              // output: credits sent (one per chunk, 15.3)
+    bool ended() const { return input ? outbound.ended() : inbound.ended(); }
+    std::string Totals() const { return input ? outbound.Totals() : inbound.Totals(); }
   };
 
   struct Param {
@@ -285,14 +290,10 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
     if (w.param == WireRegion::kMetadata || w.internal) continue;
     const RegionSpec& r = params[w.param].spec;
     if (!r.stream.enabled()) continue;
-    Stream st;
-    st.param = w.param;
-    st.wire = &w;
-    st.input = r.direction == Direction::kIn;
-    st.chunk = r.stream.chunk_size;
-    st.window = r.stream.window;
-    if (!st.input) output_windows += st.window;
-    streams.push_back(st);
+    const bool input = r.direction == Direction::kIn;
+    if (!input) output_windows += r.stream.window;
+    streams.emplace_back(w.param, &w, input, static_cast<uint32_t>(r.stream.chunk_size),
+                         r.stream.window, "stream " + Quote(r.name));
   }
   return Status::Ok();
 }
@@ -720,13 +721,10 @@ Result<bool> ClientSession::Impl::PostFrame(LocalBuffer local, uint64_t remote_a
 Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id,
                                        Deadline deadline, uint32_t& status_imm) {
   for (Stream& st : streams) {
-    st.chunks = st.consumed = 0;
+    st.outbound.Reset();
+    st.inbound.Reset();
     st.credited = 0;
-    st.ended = st.stop = false;
   }
-  auto name = [&](const Stream& st) {
-    return "stream " + Quote(params[st.param].spec.name);
-  };
   bool answered = false;
   std::array<Completion, 8> batch;
   for (;;) {
@@ -736,7 +734,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       const Param& p = params[st.param];
       if (!st.input) {
         // One credit per chunk (the NAA posted a receive for each).
-        while (st.credited < st.chunks) {
+        while (st.credited < st.inbound.received()) {
           NAARPC_ASSIGN_OR_RETURN(
               bool posted,
               PostFrame({p.mr->remote_addr(), 0, p.mr->lkey()}, st.wire->peer_addr,
@@ -746,30 +744,35 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
         }
         continue;
       }
-      while (!st.ended && st.chunks - st.consumed < st.window) {
+      while (st.outbound.CanSend()) {
         if (send_budget.NeedsReclaim(1)) break;
-        const uint64_t slot = (st.chunks % st.window) * st.chunk;
+        const uint64_t slot = st.outbound.NextSlotOffset();
         size_t len = 0;
-        if (!st.stop) {
+        if (!st.outbound.stop()) {
           Result<size_t> n = handler.Produce(i, std::span<std::byte>(p.data + slot, st.chunk));
-          if (!n.ok()) return n.status().WithContext(name(st) + ": producing chunk " +
-                                                     std::to_string(st.chunks));
+          if (!n.ok()) {
+            return n.status().WithContext("stream " + Quote(p.spec.name) + ": producing chunk " +
+                                          std::to_string(st.outbound.sent()));
+          }
           if (*n > st.chunk) {
-            return InvalidArgumentError(name(st) + ": Produce returned " + std::to_string(*n) +
-                                        " bytes for a chunk of " + std::to_string(st.chunk));
+            return InvalidArgumentError("stream " + Quote(p.spec.name) + ": Produce returned " +
+                                        std::to_string(*n) + " bytes for a chunk of " +
+                                        std::to_string(st.chunk));
           }
           len = *n;
         }
         // The receive for the credit this chunk earns goes up first.
         NAARPC_RETURN_IF_ERROR(PostDataRecv());
+        const uint64_t sequence = st.outbound.sent();
+        const uint32_t imm = st.outbound.TakeChunk(uint8_t(i), static_cast<uint32_t>(len));
         NAARPC_ASSIGN_OR_RETURN(
             bool posted,
             PostFrame({p.mr->remote_addr() + slot, static_cast<uint32_t>(len), p.mr->lkey()},
-                      st.wire->peer_addr + slot, st.wire->peer_rkey,
-                      EncodeStreamChunk(uint8_t(i), static_cast<uint32_t>(len))));
-        if (!posted) return InternalError("send queue full after the budget allowed a frame");
-        ++st.chunks;
-        if (len < st.chunk) st.ended = true;
+                      st.wire->peer_addr + slot, st.wire->peer_rkey, imm));
+        if (!posted) {
+          return InternalError("send queue full after the budget allowed chunk " +
+                               std::to_string(sequence));
+        }
       }
     }
     if (answered && !send_budget.signal_pending()) return Status::Ok();
@@ -778,12 +781,8 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     if (!n.ok()) return n.status().WithContext("streaming");
     if (*n == 0 && deadline.expired()) {
       std::string state;
-      for (const Stream& st : streams) {
-        state += "; " + name(st) + (st.input ? ": " + std::to_string(st.chunks) + " chunk(s) written, " +
-                                                   std::to_string(st.consumed) + " consumed"
-                                             : ": " + std::to_string(st.chunks) + " chunk(s) received") +
-                 (st.ended ? ", ended" : "");
-      }
+      for (const Stream& st : streams) state += "; stream " + Quote(params[st.param].spec.name) +
+                                                ": " + st.Totals();
       return DeadlineExceededError(
           std::string(answered ? "the NAA answered, but our last write was not acknowledged"
                                : "no status from the NAA") +
@@ -811,15 +810,14 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       }
       if (answered) return ProtocolError("the NAA wrote again after its status");
       if (!IsStreamFrame(c.imm_data)) {
-        // The status: every stream must have ended (docs/protocol.md 15.4),
-        // unless the kernel overran its time limit (the NAA then closes the
-        // connection at once, 7.4).
+        // The status: every stream must have ended and every input chunk
+        // been credited (docs/protocol.md 15.4), unless the kernel overran
+        // its time limit (the NAA then closes the connection at once, 7.4).
         const bool timeout = DecodeStatusImmediate(c.imm_data) == kNaaStatusKernelTimeout;
         for (const Stream& st : streams) {
-          if (!timeout && (!st.ended || (st.input && st.consumed != st.chunks))) {
-            return ProtocolError("the NAA sent its status before " + name(st) + " ended (" +
-                                 std::to_string(st.chunks) + " chunk(s), " +
-                                 (st.input ? std::to_string(st.consumed) + " consumed" : "open") +
+          if (!timeout && (!st.ended() || (st.input && !st.outbound.all_consumed()))) {
+            return ProtocolError("the NAA sent its status before stream " +
+                                 Quote(params[st.param].spec.name) + " ended (" + st.Totals() +
                                  ")");
           }
         }
@@ -835,31 +833,21 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
                              std::to_string(streams.size()) + " stream(s) of this routine");
       }
       Stream& st = streams[f->stream];
+      const std::string name = "stream " + Quote(params[st.param].spec.name);
       if (f->credit) {
-        if (!st.input) return ProtocolError("the NAA credited output " + name(st));
-        const uint64_t consumed = st.consumed + ((f->value - st.consumed) & kStreamValueMask);
-        if (consumed > st.chunks) {
-          return ProtocolError(name(st) + ": the NAA credited " + std::to_string(consumed) +
-                               " chunk(s), only " + std::to_string(st.chunks) + " were written");
-        }
-        st.consumed = consumed;
-        st.stop = st.stop || f->stop;
+        if (!st.input) return ProtocolError("the NAA credited output " + name);
+        NAARPC_RETURN_IF_ERROR(st.outbound.OnCredit(*f, c.byte_len));
         continue;
       }
-      if (st.input) return ProtocolError("the NAA wrote a chunk into input " + name(st));
-      if (st.ended) return ProtocolError(name(st) + ": a chunk after the end of the stream");
-      if (f->value > st.chunk) {
-        return ProtocolError(name(st) + ": chunk of " + std::to_string(f->value) +
-                             " bytes, larger than the chunk size " + std::to_string(st.chunk));
-      }
+      if (st.input) return ProtocolError("the NAA wrote a chunk into input " + name);
+      const uint64_t sequence = st.inbound.received();
+      const uint64_t slot = (sequence % st.window) * st.chunk;
+      NAARPC_ASSIGN_OR_RETURN(const uint32_t length,
+                              st.inbound.OnChunk(*f, c.byte_len, st.credited));
       const Param& p = params[st.param];
-      const uint64_t slot = (st.chunks % st.window) * st.chunk;
-      const bool end = f->value < st.chunk;
       NAARPC_RETURN_IF_ERROR(
-          handler.Consume(f->stream, std::span<const std::byte>(p.data + slot, f->value), end)
-              .WithContext(name(st) + ": consuming chunk " + std::to_string(st.chunks)));
-      ++st.chunks;
-      st.ended = end;
+          handler.Consume(f->stream, std::span<const std::byte>(p.data + slot, length), f->end)
+              .WithContext(name + ": consuming chunk " + std::to_string(sequence)));
       // The receive the chunk consumed is replaced for the next one.
       NAARPC_RETURN_IF_ERROR(PostDataRecv());
     }

@@ -49,7 +49,7 @@ Status CheckRequest(const AdvertisementRequestMessage& m) {
           i, unsigned(r.flags & ~kRegionFlagsKnown), unsigned(r.flags),
           unsigned(kRegionFlagsKnown)));
     }
-    if (r.flags & kRegionFlagStream) {
+    if (r.flags & (kRegionFlagStream | kRegionFlagStreamSequenced)) {
       if (std::string why = CheckStreamEntry(r.flags, r.requested_naa_address, r.size);
           !why.empty()) {
         return InvalidArgumentError(Fmt("MRSP advertisement+request entry %zu: %s", i, why.c_str()));
@@ -175,7 +175,7 @@ Result<MrspMessage> DecodeRequest(std::span<const uint8_t> b) {
           i, off, unsigned(r.size),
           static_cast<unsigned long long>(kMaxRegionSize)));
     }
-    if (r.flags & kRegionFlagStream) {
+    if (r.flags & (kRegionFlagStream | kRegionFlagStreamSequenced)) {
       if (std::string why = CheckStreamEntry(r.flags, r.requested_naa_address, r.size);
           !why.empty()) {
         return ProtocolError(Fmt("MRSP advertisement+request entry %zu at offset %zu: %s", i, off,

@@ -25,6 +25,7 @@
 #include "runtime/send_queue_budget.h"
 #include "runtime/spin_budget.h"
 #include "runtime/state_machine.h"
+#include "runtime/stream_rules.h"
 #include "runtime/wire_ops.h"
 
 namespace naarpc {
@@ -284,7 +285,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   Status PumpStreams(Deadline deadline);
   // Applies one stream frame of the running call. REQUIRES: pump_mu_ held
   // or no kernel running.
-  Status ApplyFrame(uint32_t imm);
+  Status ApplyFrame(uint32_t imm, uint32_t byte_len);
   // Waits (pumping) until `ready()` or an error; bounded by the idle
   // timeout between frames. REQUIRES: pump_mu_ held.
   template <typename Ready>
@@ -355,7 +356,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   bool streams_abandoned_ = false;     // the kernel overran: hands off conn_
   // Frames that came behind a call's request while waiting for it; applied
   // once the call starts.
-  std::vector<uint32_t> early_frames_;
+  std::vector<std::pair<uint32_t, uint32_t>> early_frames_;  // immediate, byte count
 };
 
 // ---- Streams (docs/protocol.md 15) --------------------------------------------
@@ -372,11 +373,15 @@ class ConnectionServer::StreamImpl final : public NaaStream {
         local_addr_(g.local_addr),
         lkey_(g.lkey),
         host_(host),
-        lengths_(window_, 0) {}
+        lengths_(window_, 0),
+        inbound_("stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_),
+        outbound_("stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_) {}
 
   void Reset() {
-    arrived_ = consumed_ = sent_ = credited_ = 0;
-    end_arrived_ = end_read_ = ended_ = holding_ = slot_open_ = false;
+    inbound_.Reset();
+    outbound_.Reset();
+    consumed_ = 0;
+    end_read_ = ended_ = holding_ = slot_open_ = false;
     stop_ = false;
     fill_ = 0;
   }
@@ -395,11 +400,12 @@ class ConnectionServer::StreamImpl final : public NaaStream {
       return std::span<const std::byte>();
     }
     NAARPC_RETURN_IF_ERROR(
-        cs_.PumpUntil(lock, [this] { return arrived_ > consumed_; }, "the host's next chunk"));
+        cs_.PumpUntil(lock, [this] { return inbound_.received() > consumed_; },
+                      "the host's next chunk"));
     const uint32_t len = lengths_[consumed_ % window_];
     holding_ = true;
-    if (len < chunk_) end_read_ = true;
-    if (len == 0) return ReleaseTheEnd(lock);
+    if (inbound_.ended() && consumed_ + 1 == inbound_.received()) end_read_ = true;
+    if (end_read_ && len == 0) return ReleaseTheEnd(lock);
     return std::span<const std::byte>(ring_ + (consumed_ % window_) * chunk_, len);
   }
 
@@ -467,11 +473,11 @@ class ConnectionServer::StreamImpl final : public NaaStream {
     if (ended_) return FailedPreconditionError("the output stream has ended");
     if (!slot_open_) {
       NAARPC_RETURN_IF_ERROR(cs_.PumpUntil(
-          lock, [this] { return sent_ - credited_ < window_; }, "a credit from the host"));
+          lock, [this] { return outbound_.CanSend(); }, "a credit from the host"));
       slot_open_ = true;
       fill_ = 0;
     }
-    return std::span<std::byte>(ring_ + (sent_ % window_) * chunk_, chunk_);
+    return std::span<std::byte>(ring_ + outbound_.NextSlotOffset(), chunk_);
   }
 
   Status CommitLocked(std::unique_lock<std::mutex>& lock, size_t bytes) {
@@ -481,17 +487,17 @@ class ConnectionServer::StreamImpl final : public NaaStream {
       return InvalidArgumentError("Commit(" + std::to_string(bytes) + ") beyond the chunk size " +
                                   std::to_string(chunk_));
     }
-    const uint64_t slot = (sent_ % window_) * chunk_;
+    const uint64_t slot = outbound_.NextSlotOffset();
     // The receive for this chunk's credit goes up before the chunk.
     NAARPC_RETURN_IF_ERROR(cs_.PostDataRecv());
-    NAARPC_RETURN_IF_ERROR(cs_.PostStreamFrame(
-        lock, {local_addr_ + slot, static_cast<uint32_t>(bytes), lkey_}, host_.addr + slot,
-        host_.rkey, EncodeStreamChunk(index_, static_cast<uint32_t>(bytes))));
-    ++sent_;
+    // Counted as sent before it is posted: PostStreamFrame may pump, and a
+    // credit for it cannot come earlier than its post anyway.
+    const uint32_t imm = outbound_.TakeChunk(index_, static_cast<uint32_t>(bytes));
     slot_open_ = false;
     fill_ = 0;
-    if (bytes < chunk_) ended_ = true;
-    return Status::Ok();
+    if (outbound_.ended()) ended_ = true;
+    return cs_.PostStreamFrame(lock, {local_addr_ + slot, static_cast<uint32_t>(bytes), lkey_},
+                               host_.addr + slot, host_.rkey, imm);
   }
 
   Status CloseLocked(std::unique_lock<std::mutex>& lock) {
@@ -502,33 +508,18 @@ class ConnectionServer::StreamImpl final : public NaaStream {
     return CommitLocked(lock, rest);  // < chunk: ends the stream
   }
 
-  // A frame for this stream arrived (docs/protocol.md 15.3).
-  Status OnFrame(const StreamFrame& f) {
+  // A frame for this stream arrived (docs/protocol.md 15.3); `byte_len`:
+  // its write's length.
+  Status OnFrame(const StreamFrame& f, uint32_t byte_len) {
     const std::string which = "stream " + std::to_string(index_);
     if (f.credit) {
       if (input_) return ProtocolError("the host credited input " + which);
-      const uint64_t credited = credited_ + ((f.value - credited_) & kStreamValueMask);
-      if (credited > sent_) {
-        return ProtocolError("the host credited " + std::to_string(credited) + " chunk(s) of " +
-                             which + ", only " + std::to_string(sent_) + " were sent");
-      }
-      credited_ = credited;
-      return Status::Ok();
+      return outbound_.OnCredit(f, byte_len);
     }
     if (!input_) return ProtocolError("the host wrote a chunk into output " + which);
-    if (end_arrived_) return ProtocolError(which + ": a chunk after the end of the stream");
-    if (f.value > chunk_) {
-      return ProtocolError(which + ": chunk of " + std::to_string(f.value) +
-                           " bytes, larger than the chunk size " + std::to_string(chunk_));
-    }
-    if (arrived_ - consumed_ >= window_) {
-      return ProtocolError(which + ": chunk " + std::to_string(arrived_) +
-                           " overwrote an unconsumed slot (window " + std::to_string(window_) +
-                           ", " + std::to_string(consumed_) + " consumed)");
-    }
-    lengths_[arrived_ % window_] = f.value;
-    ++arrived_;
-    if (f.value < chunk_) end_arrived_ = true;
+    const uint64_t sequence = inbound_.received();
+    NAARPC_ASSIGN_OR_RETURN(const uint32_t length, inbound_.OnChunk(f, byte_len, consumed_));
+    lengths_[sequence % window_] = length;
     return Status::Ok();
   }
 
@@ -542,9 +533,9 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   const uint32_t lkey_;
   const RegionRequest host_;  // the host's ring
   std::vector<uint32_t> lengths_;  // input: length of the chunk in each slot
-  // Input: chunks arrived / consumed (credited); output: sent / credited.
-  uint64_t arrived_ = 0, consumed_ = 0, sent_ = 0, credited_ = 0;
-  bool end_arrived_ = false;  // input: the end chunk is in
+  internal::StreamInbound inbound_;    // input: the host's chunks
+  internal::StreamOutbound outbound_;  // output: our chunks and their credits
+  uint64_t consumed_ = 0;     // input: chunks consumed (and credited)
   bool end_read_ = false;     // input: the chunk handed out is the end
   bool ended_ = false;
   bool holding_ = false;      // input: a chunk is handed out
@@ -571,19 +562,19 @@ Status ConnectionServer::PumpStreams(Deadline deadline) {
     if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
       return stream_error_ = ProtocolError("expected a stream frame, got a SEND");
     }
-    if (Status s = ApplyFrame(c.imm_data); !s.ok()) return stream_error_ = s;
+    if (Status s = ApplyFrame(c.imm_data, c.byte_len); !s.ok()) return stream_error_ = s;
   }
   return Status::Ok();
 }
 
-Status ConnectionServer::ApplyFrame(uint32_t imm) {
+Status ConnectionServer::ApplyFrame(uint32_t imm, uint32_t byte_len) {
   const std::optional<StreamFrame> f = DecodeStreamFrame(imm);
   if (!f || f->stream >= streams_.size()) {
     return ProtocolError("during a streaming call, immediate " + std::to_string(imm) +
                          " is not a frame of one of its " + std::to_string(streams_.size()) +
                          " streams");
   }
-  NAARPC_RETURN_IF_ERROR(streams_[f->stream]->OnFrame(*f));
+  NAARPC_RETURN_IF_ERROR(streams_[f->stream]->OnFrame(*f, byte_len));
   // A chunk consumed a receive posted for chunks: replace it (a credit's
   // receive was posted for it alone, before its chunk).
   return f->credit ? Status::Ok() : PostDataRecv();
@@ -639,24 +630,25 @@ Status ConnectionServer::FinishStreams() {
     if (st->input_) {
       // Unread input: from now on every credit says stop, and what still
       // comes is credited unread (docs/protocol.md 15.4).
-      st->stop_ = !st->end_arrived_;
+      st->stop_ = !st->inbound_.ended();
       for (;;) {
         if (st->holding_) {
           NAARPC_RETURN_IF_ERROR(st->Release(lock));
           continue;
         }
-        if (st->consumed_ < st->arrived_) {
+        if (st->consumed_ < st->inbound_.received()) {
           st->holding_ = true;
           continue;
         }
-        if (st->end_arrived_) break;
+        if (st->inbound_.ended()) break;
         NAARPC_RETURN_IF_ERROR(PumpUntil(
-            lock, [&] { return st->arrived_ > st->consumed_; }, "the rest of an input stream"));
+            lock, [&] { return st->inbound_.received() > st->consumed_; },
+            "the rest of an input stream"));
       }
     } else {
       if (!st->ended_) NAARPC_RETURN_IF_ERROR(st->CloseLocked(lock));
       NAARPC_RETURN_IF_ERROR(PumpUntil(
-          lock, [&] { return st->credited_ == st->sent_; }, "the host's last credits"));
+          lock, [&] { return st->outbound_.all_consumed(); }, "the host's last credits"));
     }
   }
   return stream_error_;
@@ -957,7 +949,7 @@ Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) 
   if (!streams_.empty() && queued_count_ > 0) {
     // A streaming call's request is waiting: what follows it is its frames
     // (docs/protocol.md 15.2).
-    early_frames_.push_back(c.imm_data);
+    early_frames_.push_back({c.imm_data, c.byte_len});
     return Status::Ok();
   }
   if (queued_count_ == queued_calls_.size()) {
@@ -1154,8 +1146,8 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   uint8_t status = kNaaStatusSuccess;
   for (auto& st : streams_) st->Reset();
   stream_error_ = Status::Ok();
-  for (uint32_t frame : early_frames_) {
-    if (stream_error_.ok()) stream_error_ = ApplyFrame(frame);
+  for (const auto& [imm, byte_len] : early_frames_) {
+    if (stream_error_.ok()) stream_error_ = ApplyFrame(imm, byte_len);
   }
   early_frames_.clear();
   const std::optional<RequestImmediate> req = DecodeRequestImmediate(imm);

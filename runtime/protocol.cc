@@ -16,7 +16,13 @@ std::string CheckStreamEntry(uint8_t flags, uint64_t chunk_size, uint32_t size) 
   if (flags != kStreamFlagsIn && flags != kStreamFlagsOut) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", unsigned{flags});
-    return std::string("stream flags ") + hex + " (a stream entry carries 0x15 or 0x19)";
+    if ((flags | kRegionFlagStreamSequenced) == kStreamFlagsIn ||
+        (flags | kRegionFlagStreamSequenced) == kStreamFlagsOut) {
+      return std::string("stream flags ") + hex +
+             ": a stream without chunk sequence numbers (naarpc streams before the 0x20 bit), "
+             "which this side no longer speaks (a stream entry carries 0x35 or 0x39)";
+    }
+    return std::string("stream flags ") + hex + " (a stream entry carries 0x35 or 0x39)";
   }
   if (chunk_size == 0 || chunk_size > kMaxStreamChunkSize) {
     return "stream chunk size " + std::to_string(chunk_size) + " (must be 1.." +

@@ -313,29 +313,28 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
   // without ending it.
   Result<std::span<const T>> Next() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (has_chunk_) {  // hand the previous chunk back
-      has_chunk_ = false;
-      cv_.notify_all();
-    }
+    HandBackLocked();
     if (ended_) return std::span<const T>();
-    if (!Wait(lock, [this] { return has_chunk_ || call_ended_; })) {
+    if (!Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_; })) {
       return DeadlineExceededError("PipeSink: no chunk from the call in time");
     }
-    if (!has_chunk_) {
+    if (state_ != SlotState::kOffered) {
       return FailedPreconditionError("PipeSink: the call ended before its stream did");
     }
-    if (!end_) return chunk_;
-    ended_ = true;
-    if (!chunk_.empty()) return chunk_;  // handed back by the next Next()
-    has_chunk_ = false;
-    cv_.notify_all();
-    return std::span<const T>();
+    if (end_) ended_ = true;
+    if (end_ && chunk_.empty()) {
+      state_ = SlotState::kFree;  // nothing to hold: the slot goes back at once
+      cv_.notify_all();
+      return std::span<const T>();
+    }
+    state_ = SlotState::kHeld;  // handed back by the next Next() or Stop()
+    return chunk_;
   }
   // Reader thread: no more reading; the call fails at its next chunk.
   void Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
-    has_chunk_ = false;
+    state_ = SlotState::kFree;
     cv_.notify_all();
   }
 
@@ -345,10 +344,10 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
     if (stopped_) return FailedPreconditionError("PipeSink: the reader stopped");
     chunk_ = chunk;
     end_ = end;
-    has_chunk_ = true;
+    state_ = SlotState::kOffered;
     cv_.notify_all();
-    if (!Wait(lock, [this] { return !has_chunk_; })) {
-      has_chunk_ = false;
+    if (!Wait(lock, [this] { return state_ == SlotState::kFree; })) {
+      state_ = SlotState::kFree;
       return DeadlineExceededError("PipeSink: the reader did not take a chunk in time");
     }
     return stopped_ ? FailedPreconditionError("PipeSink: the reader stopped") : Status::Ok();
@@ -356,8 +355,20 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
   void OnCallEnd() override { EndCall(); }
 
  private:
+  // Who has the call's current chunk: a chunk offered by Write() is only
+  // handed back after the reader has held it, so a Next() that comes late
+  // (the chunk already waiting) returns it instead of giving it back unseen.
+  enum class SlotState : uint8_t { kFree, kOffered, kHeld };
+
+  // The chunk the reader held goes back to the call.
+  void HandBackLocked() {
+    if (state_ != SlotState::kHeld) return;
+    state_ = SlotState::kFree;
+    cv_.notify_all();
+  }
+
   std::span<const T> chunk_;
-  bool has_chunk_ = false;  // chunk_ is the reader's until it asks again
+  SlotState state_ = SlotState::kFree;
   bool end_ = false;
   bool ended_ = false;      // the reader has seen the end
   bool stopped_ = false;

@@ -42,10 +42,12 @@ inline constexpr uint8_t kRegionFlagInternal = 0x01;
 inline constexpr uint8_t kRegionFlagSingleSend = 0x02;
 inline constexpr uint8_t kRegionFlagInput = 0x04;
 inline constexpr uint8_t kRegionFlagOutput = 0x08;
-// naarpc extension (docs/protocol.md 15): a stream's ring; only in the
+// naarpc extension (docs/protocol.md 15): a stream's ring, and the version
+// bit of its frames (chunks carry sequence numbers); only in the
 // combinations kStreamFlagsIn / kStreamFlagsOut.
 inline constexpr uint8_t kRegionFlagStream = 0x10;
-inline constexpr uint8_t kRegionFlagsKnown = 0x1f;
+inline constexpr uint8_t kRegionFlagStreamSequenced = 0x20;
+inline constexpr uint8_t kRegionFlagsKnown = 0x3f;
 
 // Wire sizes.
 inline constexpr size_t kMrspHeaderSize = 4;
@@ -132,9 +134,10 @@ inline uint8_t DecodeStatusImmediate(uint32_t imm) {
 
 // ---- Streams (naarpc extension, docs/protocol.md 15) -------------------------
 
-inline constexpr uint8_t kStreamFlagsIn = kRegionFlagStream | kRegionFlagInternal | kRegionFlagInput;
-inline constexpr uint8_t kStreamFlagsOut =
-    kRegionFlagStream | kRegionFlagInternal | kRegionFlagOutput;
+inline constexpr uint8_t kStreamFlagsIn = kRegionFlagStream | kRegionFlagStreamSequenced |
+                                         kRegionFlagInternal | kRegionFlagInput;
+inline constexpr uint8_t kStreamFlagsOut = kRegionFlagStream | kRegionFlagStreamSequenced |
+                                          kRegionFlagInternal | kRegionFlagOutput;
 inline constexpr uint64_t kMaxStreamChunkSize = uint64_t{1} << 23;
 inline constexpr uint32_t kMaxStreamWindow = 64;
 inline constexpr size_t kMaxStreams = 32;
@@ -146,37 +149,42 @@ inline constexpr uint32_t kMaxStreamWindowTotal = 62;
 std::string CheckStreamEntry(uint8_t flags, uint64_t chunk_size, uint32_t size);
 
 // A stream frame's immediate: bit 31 set, bit 30 credit (else chunk), bit 29
-// stop (credits only), bits 24..28 the stream, bits 0..23 the value (chunk:
-// its length; credit: chunks consumed, modulo 2^24).
+// end (chunks: the stream's last chunk) or stop (credits: the reader wants no
+// more data), bits 24..28 the stream, bits 0..23 the value, modulo 2^24
+// (chunk: its sequence number within the call, from 0; credit: chunks
+// consumed so far). A chunk's length is the byte count of its write.
 inline constexpr uint32_t kStreamFrameBit = 0x80000000u;
 inline constexpr uint32_t kStreamCreditBit = 0x40000000u;
-inline constexpr uint32_t kStreamStopBit = 0x20000000u;
+inline constexpr uint32_t kStreamEndOrStopBit = 0x20000000u;
 inline constexpr uint32_t kStreamValueMask = 0x00ffffffu;
 
 struct StreamFrame {
   bool credit = false;  // else a chunk
+  bool end = false;     // chunk: the last one of the stream
   bool stop = false;    // credit: the reader wants no more data
   uint8_t stream = 0;   // 0..31
-  uint32_t value = 0;   // chunk length, or chunks consumed mod 2^24
+  uint32_t value = 0;   // chunk: sequence number; credit: chunks consumed (mod 2^24)
 };
 
 inline bool IsStreamFrame(uint32_t imm) { return (imm & kStreamFrameBit) != 0; }
-// REQUIRES: stream < kMaxStreams, length <= kMaxStreamChunkSize.
-inline uint32_t EncodeStreamChunk(uint8_t stream, uint32_t length) {
-  return kStreamFrameBit | uint32_t{stream} << 24 | (length & kStreamValueMask);
+// Chunk `sequence` (counted from 0 within the call) of `stream`.
+// REQUIRES: stream < kMaxStreams.
+inline uint32_t EncodeStreamChunk(uint8_t stream, uint64_t sequence, bool end) {
+  return kStreamFrameBit | (end ? kStreamEndOrStopBit : 0) | uint32_t{stream} << 24 |
+         static_cast<uint32_t>(sequence & kStreamValueMask);
 }
 // REQUIRES: stream < kMaxStreams.
 inline uint32_t EncodeStreamCredit(uint8_t stream, uint64_t consumed, bool stop) {
-  return kStreamFrameBit | kStreamCreditBit | (stop ? kStreamStopBit : 0) |
+  return kStreamFrameBit | kStreamCreditBit | (stop ? kStreamEndOrStopBit : 0) |
          uint32_t{stream} << 24 | static_cast<uint32_t>(consumed & kStreamValueMask);
 }
-// nullopt if bit 31 is clear, or a chunk carries the stop bit.
+// nullopt if bit 31 is clear.
 inline std::optional<StreamFrame> DecodeStreamFrame(uint32_t imm) {
   if (!IsStreamFrame(imm)) return std::nullopt;
   StreamFrame f;
   f.credit = (imm & kStreamCreditBit) != 0;
-  f.stop = (imm & kStreamStopBit) != 0;
-  if (f.stop && !f.credit) return std::nullopt;
+  const bool bit29 = (imm & kStreamEndOrStopBit) != 0;
+  (f.credit ? f.stop : f.end) = bit29;
   f.stream = static_cast<uint8_t>((imm >> 24) & 0x1f);
   f.value = imm & kStreamValueMask;
   return f;

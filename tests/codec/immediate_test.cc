@@ -149,32 +149,35 @@ TEST(StatusImmediate, LowByteWinsAndHighBitsIgnored) {
 
 // Stream frames (docs/protocol.md 15.2), byte for byte.
 TEST(StreamFrame, GoldenBits) {
-  // Chunk of 4096 bytes on stream 3: 1 0 0 00011 | 0x001000.
-  EXPECT_EQ(EncodeStreamChunk(3, 4096), 0x83001000u);
+  // Chunk 4096 of stream 3: 1 0 0 00011 | 0x001000.
+  EXPECT_EQ(EncodeStreamChunk(3, 4096, false), 0x83001000u);
+  // The end chunk (its number is the stream's chunk count - 1): bit 29.
+  EXPECT_EQ(EncodeStreamChunk(3, 5, true), 0xA3000005u);
   // Credit: 5 consumed on stream 31; with stop.
   EXPECT_EQ(EncodeStreamCredit(31, 5, false), 0xDF000005u);
   EXPECT_EQ(EncodeStreamCredit(0, 7, true), 0xE0000007u);
-  // The consumed count wraps at 2^24.
+  // Both counts wrap at 2^24.
   EXPECT_EQ(EncodeStreamCredit(1, (uint64_t{1} << 24) + 2, false), 0xC1000002u);
-  // End of a stream: a chunk shorter than the chunk size, 0 included.
-  EXPECT_EQ(EncodeStreamChunk(0, 0), 0x80000000u);
-  EXPECT_EQ(EncodeStreamChunk(0, uint32_t(kMaxStreamChunkSize)), 0x80800000u);
+  EXPECT_EQ(EncodeStreamChunk(2, (uint64_t{1} << 24) + 9, false), 0x82000009u);
+  EXPECT_EQ(EncodeStreamChunk(0, 0, false), 0x80000000u);
 }
 
 TEST(StreamFrame, RoundTripsAndNeverLooksLikeAStatusOrRequest) {
   for (uint8_t stream = 0; stream < kMaxStreams; ++stream) {
     for (uint32_t v : {0u, 1u, 4096u, uint32_t(kMaxStreamChunkSize), kStreamValueMask}) {
-      const auto chunk = DecodeStreamFrame(EncodeStreamChunk(stream, v));
-      ASSERT_TRUE(chunk.has_value());
-      EXPECT_FALSE(chunk->credit);
-      EXPECT_FALSE(chunk->stop);
-      EXPECT_EQ(chunk->stream, stream);
-      EXPECT_EQ(chunk->value, v);
-      for (bool stop : {false, true}) {
-        const auto credit = DecodeStreamFrame(EncodeStreamCredit(stream, v, stop));
+      for (bool bit29 : {false, true}) {
+        const auto chunk = DecodeStreamFrame(EncodeStreamChunk(stream, v, bit29));
+        ASSERT_TRUE(chunk.has_value());
+        EXPECT_FALSE(chunk->credit);
+        EXPECT_EQ(chunk->end, bit29);
+        EXPECT_FALSE(chunk->stop);
+        EXPECT_EQ(chunk->stream, stream);
+        EXPECT_EQ(chunk->value, v);
+        const auto credit = DecodeStreamFrame(EncodeStreamCredit(stream, v, bit29));
         ASSERT_TRUE(credit.has_value());
         EXPECT_TRUE(credit->credit);
-        EXPECT_EQ(credit->stop, stop);
+        EXPECT_EQ(credit->stop, bit29);
+        EXPECT_FALSE(credit->end);
         EXPECT_EQ(credit->stream, stream);
         EXPECT_EQ(credit->value, v);
       }
@@ -189,9 +192,8 @@ TEST(StreamFrame, RoundTripsAndNeverLooksLikeAStatusOrRequest) {
   for (uint8_t code = kMinFunctionCode; code <= kMaxFunctionCode; ++code) {
     EXPECT_FALSE(IsStreamFrame(EncodeRequestImmediate(Dialect::kSpec, code)));
   }
-  // Not a frame: bit 31 clear; a chunk with the stop bit.
+  // Not a frame: bit 31 clear.
   EXPECT_FALSE(DecodeStreamFrame(0x7FFFFFFFu).has_value());
-  EXPECT_FALSE(DecodeStreamFrame(0xA0000000u).has_value());
 }
 
 TEST(StatusNames, KnownCodes) {

@@ -229,14 +229,18 @@ TEST(MrspDecode, RequestSizeOutOfRange) {
 }
 
 TEST(MrspDecode, RequestUnknownFlags) {
-  for (uint8_t bad : {0x20, 0x40, 0x80, 0xE0, 0xFF}) {
+  for (uint8_t bad : {0x40, 0x80, 0xC0, 0xE0, 0xFF}) {
     std::vector<uint8_t> b = golden::kRequestSpec;
     b[4 + 3 * 24] = bad;  // entry 3 flags
     char hex[8];
-    std::snprintf(hex, sizeof(hex), "0x%02x", bad & 0xE0);
+    std::snprintf(hex, sizeof(hex), "0x%02x", bad & 0xC0);
     ExpectRejected(b, {"advertisement+request entry 3 at offset 76",
                        "unknown flag bits", hex});
   }
+  // The stream-version bit belongs to stream entries only.
+  std::vector<uint8_t> b = golden::kRequestSpec;
+  b[4 + 3 * 24] = 0x20;
+  ExpectRejected(b, {"advertisement+request entry 3 at offset 76", "stream flags 0x20"});
   // Every combination of the NAAICE flags is accepted (streams: below).
   for (uint8_t ok = 0; ok <= 0x0f; ++ok) {
     std::vector<uint8_t> b = golden::kRequestSpec;
@@ -246,7 +250,7 @@ TEST(MrspDecode, RequestUnknownFlags) {
 }
 
 TEST(MrspDecode, RequestStreamEntries) {
-  // Valid: 0x15 / 0x19, chunk size in the requested-address field, size a
+  // Valid: 0x35 / 0x39, chunk size in the requested-address field, size a
   // window (1..64) of chunks.
   for (uint8_t flags : {kStreamFlagsIn, kStreamFlagsOut}) {
     for (auto [chunk, size] : {std::pair<uint64_t, uint32_t>{1, 1}, {1, 64}, {4096, 4096 * 8},
@@ -273,6 +277,10 @@ TEST(MrspDecode, RequestStreamEntries) {
   for (const Bad& bad : {Bad{0x10, 8, 8, "stream flags 0x10"}, Bad{0x11, 8, 8, "stream flags 0x11"},
                          Bad{0x1d, 8, 8, "stream flags 0x1d"}, Bad{0x17, 8, 8, "stream flags 0x17"},
                          Bad{0x14, 8, 8, "stream flags 0x14"},
+                         Bad{0x30, 8, 8, "stream flags 0x30"},
+                         // Streams without chunk sequence numbers (15.5).
+                         Bad{0x15, 8, 8, "stream flags 0x15: a stream without chunk sequence"},
+                         Bad{0x19, 8, 8, "stream flags 0x19: a stream without chunk sequence"},
                          Bad{kStreamFlagsIn, 0, 8, "stream chunk size 0"},
                          Bad{kStreamFlagsIn, kMaxStreamChunkSize + 1, 1u << 30, "stream chunk size 8388609"},
                          Bad{kStreamFlagsOut, 8, 12, "stream size 12"},
@@ -366,11 +374,13 @@ TEST(MrspEncode, RequestFields) {
                     {"entry 2", "size 0"});
   ExpectEncodeError(with({0, 0, 0, 0, (1u << 30) + 1}), StatusCode::kOutOfRange,
                     {"entry 2", "size 1073741825"});
-  ExpectEncodeError(with({0x20, 0, 0, 0, 1}), StatusCode::kInvalidArgument,
-                    {"entry 2", "unknown flag bits 0x20"});
+  ExpectEncodeError(with({0x40, 0, 0, 0, 1}), StatusCode::kInvalidArgument,
+                    {"entry 2", "unknown flag bits 0x40"});
   // Streams (docs/protocol.md 15.1): flags, chunk size, window.
   ExpectEncodeError(with({0x10, 4096, 0, 0, 4096}), StatusCode::kInvalidArgument,
-                    {"entry 2", "stream flags 0x10", "0x15 or 0x19"});
+                    {"entry 2", "stream flags 0x10", "0x35 or 0x39"});
+  ExpectEncodeError(with({0x15, 4096, 0, 0, 4096}), StatusCode::kInvalidArgument,
+                    {"entry 2", "stream flags 0x15", "without chunk sequence numbers"});
   ExpectEncodeError(with({0x1d, 4096, 0, 0, 4096}), StatusCode::kInvalidArgument,
                     {"entry 2", "stream flags 0x1d"});
   ExpectEncodeError(with({kStreamFlagsIn, 0, 0, 0, 4096}), StatusCode::kInvalidArgument,

@@ -62,9 +62,9 @@ void CheckImmediates(const uint8_t* p) {
   // Stream frames (docs/protocol.md 15.2): total; what decodes re-encodes.
   if (auto f = DecodeStreamFrame(imm)) {
     const uint32_t again = f->credit ? EncodeStreamCredit(f->stream, f->value, f->stop)
-                                     : EncodeStreamChunk(f->stream, f->value);
+                                     : EncodeStreamChunk(f->stream, f->value, f->end);
     if (again != imm) Fail("stream frame does not re-encode to itself");
-  } else if (IsStreamFrame(imm) && !((imm & kStreamStopBit) && !(imm & kStreamCreditBit))) {
+  } else if (IsStreamFrame(imm)) {
     Fail("a valid stream frame was refused");
   }
   // Status immediates: any value decodes (total); round trips.

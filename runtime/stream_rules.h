@@ -1,0 +1,93 @@
+// The rules of a stream's frames that both roles apply (docs/protocol.md 15):
+// the reader checks every chunk (sequence number, length, end, window), the
+// writer every credit (one per chunk, in order, never beyond what it wrote).
+// The host (ClientSession) and the NAA (NaaServer) each keep one of these per
+// stream and direction; a broken rule is a ProtocolError naming the stream,
+// the expected and the received frame, and the totals so far. Internal to
+// the runtime.
+#ifndef NAARPC_RUNTIME_STREAM_RULES_H_
+#define NAARPC_RUNTIME_STREAM_RULES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "naarpc/protocol.h"
+#include "naarpc/status.h"
+
+namespace naarpc::internal {
+
+// The reading side of one stream during a call: chunks arrive, are consumed
+// in order and credited one by one.
+class StreamInbound {
+ public:
+  StreamInbound(std::string name, uint32_t chunk_size, uint32_t window)
+      : name_(std::move(name)), chunk_size_(chunk_size), window_(window) {}
+
+  void Reset() { received_ = bytes_ = 0, ended_ = false; }
+
+  // A chunk frame of this stream arrived; `byte_len` is its write's byte
+  // count (the receive completion's), `credited` the chunks this side has
+  // credited so far. Returns the chunk's length. Errors: a chunk after the
+  // end, a sequence number other than the next (a chunk lost, duplicated or
+  // reordered), a chunk other than the last that is not full, a chunk larger
+  // than the chunk size, a chunk beyond the window.
+  Result<uint32_t> OnChunk(const StreamFrame& f, uint32_t byte_len, uint64_t credited);
+
+  uint64_t received() const { return received_; }  // chunks, the end included
+  uint64_t bytes() const { return bytes_; }
+  bool ended() const { return ended_; }
+  // "stream 'x': 3 chunk(s), 196608 bytes received[, ended]".
+  std::string Totals() const;
+
+ private:
+  const std::string name_;
+  const uint32_t chunk_size_;
+  const uint32_t window_;
+  uint64_t received_ = 0;
+  uint64_t bytes_ = 0;
+  bool ended_ = false;
+};
+
+// The writing side of one stream during a call: chunks leave with their
+// sequence numbers, credits come back one per chunk.
+class StreamOutbound {
+ public:
+  StreamOutbound(std::string name, uint32_t chunk_size, uint32_t window)
+      : name_(std::move(name)), chunk_size_(chunk_size), window_(window) {}
+
+  void Reset() { sent_ = consumed_ = 0, ended_ = stop_ = false; }
+
+  // The window has room for the next chunk (15.3).
+  bool CanSend() const { return !ended_ && sent_ - consumed_ < window_; }
+  // Offset of the next chunk's slot in the reader's ring.
+  uint64_t NextSlotOffset() const { return (sent_ % window_) * chunk_size_; }
+  // The immediate of the next chunk (`length` bytes; the stream ends with
+  // it if it is shorter than the chunk size) and counts it as sent.
+  // REQUIRES: CanSend(), length <= chunk size.
+  uint32_t TakeChunk(uint8_t stream, uint32_t length);
+
+  // A credit frame of this stream arrived (`byte_len`: its write's length).
+  // Errors: data in a credit, a count other than one more than the last (a
+  // credit lost, duplicated or reordered), a count beyond the chunks sent.
+  Status OnCredit(const StreamFrame& f, uint32_t byte_len);
+
+  uint64_t sent() const { return sent_; }
+  uint64_t consumed() const { return consumed_; }
+  bool ended() const { return ended_; }
+  bool stop() const { return stop_; }  // the reader asked for no more data
+  bool all_consumed() const { return consumed_ == sent_; }
+  std::string Totals() const;
+
+ private:
+  const std::string name_;
+  const uint32_t chunk_size_;
+  const uint32_t window_;
+  uint64_t sent_ = 0;
+  uint64_t consumed_ = 0;
+  bool ended_ = false;
+  bool stop_ = false;
+};
+
+}  // namespace naarpc::internal
+
+#endif  // NAARPC_RUNTIME_STREAM_RULES_H_
