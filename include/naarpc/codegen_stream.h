@@ -330,6 +330,15 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
     state_ = SlotState::kHeld;  // handed back by the next Next() or Stop()
     return chunk_;
   }
+  // Reader thread: waits until the call has a chunk for Next(), without
+  // taking it; false if the deadline passed or the call ended first, or if
+  // the reader still holds the previous chunk (Next() hands it back).
+  bool WaitForChunk() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (state_ == SlotState::kHeld) return false;
+    Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_; });
+    return state_ == SlotState::kOffered;
+  }
   // Reader thread: no more reading; the call fails at its next chunk.
   void Stop() {
     std::lock_guard<std::mutex> lock(mu_);
