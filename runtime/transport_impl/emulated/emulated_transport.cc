@@ -14,7 +14,8 @@
 //             were processed). The target drops every later request until
 //             the sender retransmits from seq (go-back-N, as on RC).
 //
-// Request sequence numbers start at 1 and increase by one per work request.
+// Request sequence numbers start at 1 and increase by one per request frame
+// (one per work request, plus one per copy that fault injection duplicates).
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
 #include <arpa/inet.h>
@@ -421,11 +422,10 @@ class EmuConnection final : public Connection {
   uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
 
  private:
-  struct SendWr {
-    uint64_t wr_id = 0;
-    uint64_t seq = 0;
-    WorkOpcode opcode = WorkOpcode::kSend;
-    bool signaled = true;
+  // What a send WR puts on the wire. Fault injection may change it, move it
+  // to the next WR (kSwapWithNext) or send a copy (kDuplicate).
+  struct WireMessage {
+    WorkOpcode opcode = WorkOpcode::kSend;  // kRdmaWrite for a lost WRITE_WITH_IMM
     bool solicited = false;
     bool delayed = false;
     uint32_t len = 0;
@@ -434,10 +434,21 @@ class EmuConnection final : public Connection {
     uint32_t rkey = 0;
     uint32_t imm = 0;
     uint32_t corrupt_off = UINT32_MAX;
+    Clock::time_point not_before{};
+  };
+  struct SendWr {
+    uint64_t wr_id = 0;
+    uint64_t seq = 0;         // of its request frame
+    uint64_t post_index = 0;  // 1-based among posted WRs; a duplicate has its original's
+    WorkOpcode opcode = WorkOpcode::kSend;  // as posted (its completion's)
+    uint32_t len = 0;                       // as posted (its completion's byte_len)
+    bool signaled = true;
+    bool duplicate = false;  // injected copy: no completion, no send-queue slot
+    bool held = false;       // kSwapWithNext: waits for the next posted WR
+    WireMessage msg;
     CompletionStatus fail = CompletionStatus::kSuccess;  // local failure
     uint32_t vendor_err = 0;
     int rnr_retries = 0;
-    Clock::time_point not_before{};
   };
   struct RecvWr {
     uint64_t wr_id = 0;
@@ -469,23 +480,29 @@ class EmuConnection final : public Connection {
   }
   SendWr& WrAt(uint64_t seq) { return sq_[seq - sq_.front().seq]; }
 
-  // send_seq: the completed send WR's seq (0 for receives); polling its
-  // completion frees it and every earlier send WR (send_queue_depth).
+  // post_index: the completed send WR's SendWr::post_index (0 for receives);
+  // polling its completion frees it and every earlier send WR
+  // (send_queue_depth).
   void Complete(uint64_t wr_id, WorkOpcode op, CompletionStatus st, uint32_t len,
-                uint32_t vendor, uint64_t send_seq) {
+                uint32_t vendor, uint64_t post_index) {
     Completion c;
     c.wr_id = wr_id;
     c.opcode = op;
     c.status = st;
     c.byte_len = len;
     c.vendor_err = vendor;
-    AddCqe(c, send_seq, /*solicited=*/false);
+    AddCqe(c, post_index, /*solicited=*/false);
+  }
+  // The sender's completion of `w`; none for an injected duplicate.
+  void CompleteSend(const SendWr& w, CompletionStatus st, uint32_t vendor) {
+    if (w.duplicate) return;
+    Complete(w.wr_id, w.opcode, st, w.len, vendor, w.post_index);
   }
   // Queues a completion and raises the notification event if the CQ is
   // armed for it (ibv_req_notify_cq semantics: error completions count as
   // solicited).
-  void AddCqe(const Completion& c, uint64_t send_seq, bool solicited) {
-    cq_.push_back({c, send_seq});
+  void AddCqe(const Completion& c, uint64_t post_index, bool solicited) {
+    cq_.push_back({c, post_index});
     const bool raise = armed_ == Armed::kAny ||
                        (armed_ == Armed::kSolicited &&
                         (solicited || c.status != CompletionStatus::kSuccess));
@@ -499,7 +516,7 @@ class EmuConnection final : public Connection {
     const size_t n = std::min(out.size(), cq_.size());
     for (size_t i = 0; i < n; ++i) {
       out[i] = cq_.front().completion;
-      freed_send_seq_ = std::max(freed_send_seq_, cq_.front().send_seq);
+      freed_post_index_ = std::max(freed_post_index_, cq_.front().post_index);
       cq_.pop_front();
     }
     return n;
@@ -544,19 +561,22 @@ class EmuConnection final : public Connection {
   std::string broken_reason_;
   struct CqEntry {
     Completion completion;
-    uint64_t send_seq;  // 0 for receives
+    uint64_t post_index;  // 0 for receives
   };
   std::deque<CqEntry> cq_;
   // Completion notification (RequestNotify / WaitNotify).
   enum class Armed : uint8_t { kNone, kSolicited, kAny };
   Armed armed_ = Armed::kNone;
   bool event_pending_ = false;
-  uint64_t freed_send_seq_ = 0;  // send WRs up to this seq are freed (polled)
+  uint64_t freed_post_index_ = 0;  // send WRs up to this post_index are freed (polled)
 
   // Send queue: posted, not yet completed WRs, in posting order.
   std::deque<SendWr> sq_;
-  uint64_t next_seq_ = 1;     // seq of the next posted WR
+  uint64_t next_seq_ = 1;     // seq of the next request frame
   uint64_t next_tx_seq_ = 1;  // next WR to put into outq_
+  uint64_t posted_ = 0;       // send WRs posted (injected duplicates excluded)
+  // kSwapWithNext: seq of the WR held until the next one is posted.
+  std::optional<uint64_t> held_for_swap_;
   // After an RNR NAK: no request leaves before this time.
   std::optional<Clock::time_point> rnr_pause_until_;
 
@@ -649,7 +669,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   }
   // Like an RC send queue: a slot is freed only by polling the completion of
   // its WR or of a later one (unsignaled WRs alone never free slots).
-  const uint64_t unfreed = (next_seq_ - 1) - freed_send_seq_;
+  const uint64_t unfreed = posted_ - freed_post_index_;
   if (opts_.send_queue_depth != 0 && unfreed + requests.size() > opts_.send_queue_depth) {
     return ResourceExhaustedError(
         "emulated transport: send queue full (depth " + std::to_string(opts_.send_queue_depth) +
@@ -661,13 +681,16 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     SendWr w;
     w.wr_id = r.wr_id;
     w.seq = next_seq_;
+    w.post_index = ++posted_;
     w.opcode = r.opcode;
-    w.signaled = r.signaled;
-    w.solicited = r.solicited;
     w.len = r.local.length;
-    w.remote_addr = r.remote_addr;
-    w.rkey = r.rkey;
-    w.imm = r.imm_data;
+    w.signaled = r.signaled;
+    w.msg.opcode = r.opcode;
+    w.msg.solicited = r.solicited;
+    w.msg.len = r.local.length;
+    w.msg.remote_addr = r.remote_addr;
+    w.msg.rkey = r.rkey;
+    w.msg.imm = r.imm_data;
     if (w.len > 0) {
       uint32_t index;
       uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index);
@@ -675,11 +698,19 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
         w.fail = CompletionStatus::kLocalProtectionError;
         w.vendor_err = err;
       } else {
-        w.payload = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.local.addr));
+        w.msg.payload = reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(r.local.addr));
       }
     }
+    const bool sendable = w.fail == CompletionStatus::kSuccess;
+    bool duplicate = false, hold = false;
     if (opts_.faults && !drop) {
-      FaultPoint p{listener_side_, w.seq - 1, w.opcode, w.len};
+      FaultPoint p;
+      p.is_listener_side = listener_side_;
+      p.sequence = w.post_index - 1;
+      p.opcode = w.opcode;
+      p.length = w.len;
+      p.has_imm = w.opcode == WorkOpcode::kRdmaWriteWithImm;
+      p.imm_data = p.has_imm ? r.imm_data : 0;
       FaultAction a = opts_.faults->OnPost(p);
       switch (a.kind) {
         case FaultAction::Kind::kNone:
@@ -691,16 +722,52 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
           drop = true;
           break;
         case FaultAction::Kind::kDelay:
-          w.delayed = true;
-          w.not_before = Clock::now() + a.delay;
+          w.msg.delayed = true;
+          w.msg.not_before = Clock::now() + a.delay;
           break;
         case FaultAction::Kind::kCorruptPayload:
-          w.corrupt_off = a.corrupt_offset;
+          w.msg.corrupt_off = a.corrupt_offset;
+          break;
+        case FaultAction::Kind::kLoseMessage:
+          if (w.opcode == WorkOpcode::kRdmaWriteWithImm) {
+            w.msg.opcode = WorkOpcode::kRdmaWrite;
+            w.msg.solicited = false;
+            w.msg.imm = 0;
+          }
+          break;
+        case FaultAction::Kind::kDuplicate:
+          duplicate = sendable;
+          break;
+        case FaultAction::Kind::kSwapWithNext:
+          hold = sendable;
           break;
       }
     }
+    // The copy: its own request frame, right after the original's.
+    std::optional<SendWr> copy;
+    if (duplicate) {
+      copy = w;
+      copy->signaled = false;
+      copy->duplicate = true;
+    }
+    if (held_for_swap_) {
+      // The held WR and this one exchange their messages: the held message
+      // goes on the wire right after this one's.
+      SendWr& held = WrAt(*held_for_swap_);
+      if (sendable) std::swap(held.msg, w.msg);
+      held.held = false;
+      held_for_swap_.reset();
+    }
+    if (hold) {
+      w.held = true;
+      held_for_swap_ = w.seq;
+    }
     sq_.push_back(w);
     ++next_seq_;
+    if (copy) {
+      copy->seq = next_seq_++;
+      sq_.push_back(*copy);
+    }
   }
   if (drop) {
     Break("fault injection dropped the connection");
@@ -849,10 +916,9 @@ void EmuConnection::Break(std::string reason) {
   if (broken_) return;
   broken_ = true;
   broken_reason_ = std::move(reason);
-  for (const SendWr& w : sq_) {
-    Complete(w.wr_id, w.opcode, CompletionStatus::kFlushed, w.len, 0, w.seq);
-  }
+  for (const SendWr& w : sq_) CompleteSend(w, CompletionStatus::kFlushed, 0);
   sq_.clear();
+  held_for_swap_.reset();
   for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0, 0, 0);
   rq_.clear();
   outq_.clear();
@@ -896,10 +962,10 @@ void EmuConnection::Pump() {
   }
   while (next_tx_seq_ < next_seq_) {
     SendWr& w = WrAt(next_tx_seq_);
-    if (w.fail != CompletionStatus::kSuccess) break;
-    if (w.delayed) {
-      if (Now() < w.not_before) break;
-      w.delayed = false;
+    if (w.fail != CompletionStatus::kSuccess || w.held) break;
+    if (w.msg.delayed) {
+      if (Now() < w.msg.not_before) break;
+      w.msg.delayed = false;
     }
     EnqueueFrame(w);
     ++next_tx_seq_;
@@ -910,7 +976,7 @@ void EmuConnection::Pump() {
     SendWr w = sq_.front();
     sq_.pop_front();
     ++next_tx_seq_;
-    Complete(w.wr_id, w.opcode, w.fail, w.len, w.vendor_err, w.seq);
+    CompleteSend(w, w.fail, w.vendor_err);
     Break(std::string(CompletionStatusName(w.fail)) + " on wr_id " + std::to_string(w.wr_id));
   }
 }
@@ -919,31 +985,32 @@ std::optional<Clock::time_point> EmuConnection::NextTimer() const {
   if (broken_ || next_tx_seq_ >= next_seq_) return std::nullopt;
   if (rnr_pause_until_) return rnr_pause_until_;
   const SendWr& w = sq_[next_tx_seq_ - sq_.front().seq];
-  if (w.fail == CompletionStatus::kSuccess && w.delayed) return w.not_before;
+  if (w.fail == CompletionStatus::kSuccess && !w.held && w.msg.delayed) return w.msg.not_before;
   return std::nullopt;
 }
 
 void EmuConnection::EnqueueFrame(const SendWr& w) {
+  const WireMessage& m = w.msg;
   OutFrame f;
   Header h;
-  switch (w.opcode) {
+  switch (m.opcode) {
     case WorkOpcode::kSend: h.type = kFrameSend; break;
     case WorkOpcode::kRdmaWrite: h.type = kFrameWrite; break;
     default: h.type = kFrameWriteImm; break;
   }
-  h.length = w.len;
+  h.length = m.len;
   h.seq = w.seq;
-  h.addr = w.remote_addr;
-  h.key = w.rkey;
-  h.imm = w.imm;
-  h.flags = w.solicited ? kFrameFlagSolicited : 0;
+  h.addr = m.remote_addr;
+  h.key = m.rkey;
+  h.imm = m.imm;
+  h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr);
-  f.payload = w.payload;
-  f.len = w.len;
+  f.payload = m.payload;
+  f.len = m.len;
   f.seq = w.seq;
-  if (w.corrupt_off < w.len) {
-    f.corrupt_off = w.corrupt_off;
-    f.corrupt_byte = static_cast<uint8_t>(w.payload[w.corrupt_off] ^ 0xff);
+  if (m.corrupt_off < m.len) {
+    f.corrupt_off = m.corrupt_off;
+    f.corrupt_byte = static_cast<uint8_t>(m.payload[m.corrupt_off] ^ 0xff);
   }
   outq_.push_back(f);
 }
@@ -1282,7 +1349,7 @@ void EmuConnection::HandleAck(uint64_t count) {
   }
   while (!sq_.empty() && sq_.front().seq <= count) {
     const SendWr& w = sq_.front();
-    if (w.signaled) Complete(w.wr_id, w.opcode, CompletionStatus::kSuccess, w.len, 0, w.seq);
+    if (w.signaled) CompleteSend(w, CompletionStatus::kSuccess, 0);
     sq_.pop_front();
   }
 }
@@ -1302,8 +1369,9 @@ void EmuConnection::HandleNak(const Header& h) {
                             : CompletionStatus::kGeneralError;
   SendWr w = sq_.front();
   sq_.pop_front();
-  Complete(w.wr_id, w.opcode, st, w.len, h.imm, w.seq);
-  Break("peer reported " + std::string(CompletionStatusName(st)) + " for wr_id " +
+  CompleteSend(w, st, h.imm);
+  Break("peer reported " + std::string(CompletionStatusName(st)) + " for " +
+        (w.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
         std::to_string(w.wr_id));
 }
 
@@ -1321,10 +1389,10 @@ void EmuConnection::HandleRnrNak(const Header& h) {
   if (opts_.rnr_retry_count >= 0 && w.rnr_retries >= opts_.rnr_retry_count) {
     SendWr failed = w;
     sq_.pop_front();
-    Complete(failed.wr_id, failed.opcode, CompletionStatus::kRnrRetryExceeded, failed.len,
-             kEmuErrNoReceive, failed.seq);
-    Break("RNR retry exceeded on wr_id " + std::to_string(failed.wr_id) +
-          " (no receive posted at the peer)");
+    CompleteSend(failed, CompletionStatus::kRnrRetryExceeded, kEmuErrNoReceive);
+    Break(std::string("RNR retry exceeded on ") +
+          (failed.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
+          std::to_string(failed.wr_id) + " (no receive posted at the peer)");
     return;
   }
   ++w.rnr_retries;

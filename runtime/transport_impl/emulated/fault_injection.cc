@@ -20,6 +20,7 @@ FaultAction ScriptedFaultInjector::OnPost(const FaultPoint& point) {
     if (r.listener_side && *r.listener_side != point.is_listener_side) continue;
     if (r.opcode && *r.opcode != point.opcode) continue;
     if (r.sequence && *r.sequence != point.sequence) continue;
+    if (r.match && !r.match(point)) continue;
     if (r.times > 0) --r.times;
     ++injected_;
     return r.action;

@@ -1,10 +1,11 @@
 // Fault injection for the emulated transport (tests): drop the connection
-// at a given step, delay, or corrupt a message.
+// at a given step, delay, corrupt, lose, duplicate or reorder a message.
 #ifndef NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_FAULT_INJECTION_H_
 #define NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_FAULT_INJECTION_H_
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -19,10 +20,20 @@ struct FaultPoint {
   uint64_t sequence = 0;          // 0-based index of outgoing WRs on this connection
   WorkOpcode opcode = WorkOpcode::kSend;
   uint32_t length = 0;
+  bool has_imm = false;           // kRdmaWriteWithImm
+  uint32_t imm_data = 0;          // host byte order, as posted
 };
 
 struct FaultAction {
-  enum class Kind : uint8_t { kNone, kDropConnection, kDelay, kCorruptPayload };
+  enum class Kind : uint8_t {
+    kNone,
+    kDropConnection,
+    kDelay,
+    kCorruptPayload,
+    kLoseMessage,
+    kDuplicate,
+    kSwapWithNext,
+  };
   Kind kind = Kind::kNone;
   std::chrono::microseconds delay{0};  // kDelay
   uint32_t corrupt_offset = 0;         // kCorruptPayload: byte to flip (xor 0xff)
@@ -38,6 +49,28 @@ struct FaultAction {
   static FaultAction Corrupt(uint32_t offset) {
     return {Kind::kCorruptPayload, {}, offset};
   }
+  // The next three model a misbehaving layer above the transport's
+  // reliability; the wire framing between the two ends stays consistent.
+  //
+  // kLoseMessage: an RDMA_WRITE_WITH_IMM reaches the target as a plain RDMA
+  // WRITE: its data lands, but no receive is consumed and no completion is
+  // made there (the immediate is lost). The sender's completion is the
+  // normal success one. No effect on other opcodes.
+  static FaultAction LoseMessage() { return {Kind::kLoseMessage, {}, 0}; }
+  // kDuplicate: the target gets this message twice in a row (a SEND /
+  // WRITE_WITH_IMM copy consumes a second receive and makes a second
+  // completion there; writes land twice). The sender sees only the
+  // completions of what it posted; the copy takes no send-queue slot. If the
+  // copy fails at the target (e.g. no receive left), the connection breaks
+  // with no completion for it at the sender.
+  static FaultAction Duplicate() { return {Kind::kDuplicate, {}, 0}; }
+  // kSwapWithNext: this message is held back until the next WR on this
+  // connection is posted and goes on the wire right after that one's
+  // message, so the target sees the two swapped. The sender's completions
+  // stay in post order with their own wr_ids; a held WR is flushed like any
+  // outstanding one if the connection breaks. Ignored if either WR failed
+  // locally (bad lkey).
+  static FaultAction SwapWithNext() { return {Kind::kSwapWithNext, {}, 0}; }
 };
 
 class FaultInjector {
@@ -53,6 +86,9 @@ struct FaultRule {
   std::optional<bool> listener_side;
   std::optional<WorkOpcode> opcode;
   std::optional<uint64_t> sequence;
+  // When set, the rule matches only points for which it returns true. Runs
+  // under the injector's lock: it must not call back into the injector.
+  std::function<bool(const FaultPoint&)> match;
   int times = 1;  // how many matches fire; < 0 = every match
   FaultAction action;
 };
