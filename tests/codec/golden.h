@@ -102,6 +102,27 @@ inline const std::vector<uint8_t> kImmStatusBits8To15 = {0x00, 0x00, 0x11, 0x00}
 // bytes, so reference hosts reading bits 8..15 see it too).
 inline const std::vector<uint8_t> kImmStatusReference = {0x00, 0x00, 0x11, 0x11};
 
+// Example 13: Advertisement+Request, reference dialect, a routine with a
+// 4-byte input and an input stream (chunk 4096, window 4), streams v2.
+inline const std::vector<uint8_t> kRequestStream = {
+    0x01, 0x02, 0x00, 0x00,                                // header
+    0x04,                                                  // [0] flags input
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,              // [0] NAA address
+    0x00, 0x00, 0x7F, 0x10, 0x20, 0x30, 0x40, 0x50,        // [0] host addr
+    0x0A, 0x0B, 0x0C, 0x0D,                                // [0] rkey
+    0x00, 0x00, 0x00, 0x04,                                // [0] size
+    0x35,                                                  // [1] stream|seq|internal|input
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,              // [1] chunk size 4096
+    0x00, 0x00, 0x7F, 0x10, 0x20, 0x31, 0x00, 0x00,        // [1] host ring
+    0x00, 0xC0, 0xFF, 0xEE,                                // [1] rkey
+    0x00, 0x00, 0x40, 0x00,                                // [1] size 16384 = 4 x 4096
+};
+// Examples 14-17: stream frames on stream 3 (docs/protocol.md 15.2).
+inline const std::vector<uint8_t> kImmStreamChunk = {0x83, 0x00, 0x00, 0x07};     // chunk 7
+inline const std::vector<uint8_t> kImmStreamEndChunk = {0xA3, 0x00, 0x00, 0x08};  // chunk 8, the end
+inline const std::vector<uint8_t> kImmStreamCredit = {0xC3, 0x00, 0x00, 0x09};    // 9 consumed
+inline const std::vector<uint8_t> kImmStreamStopCredit = {0xE3, 0x00, 0x00, 0x02};  // 2, stop
+
 struct NamedExample {
   std::string_view name;  // the "golden:" name in docs/protocol.md
   const std::vector<uint8_t>* bytes;
@@ -119,6 +140,11 @@ inline const NamedExample kAllExamples[] = {
     {"imm_status_naarpc", &kImmStatusNaarpc},
     {"imm_status_bits8to15", &kImmStatusBits8To15},
     {"imm_status_reference", &kImmStatusReference},
+    {"request_stream", &kRequestStream},
+    {"imm_stream_chunk", &kImmStreamChunk},
+    {"imm_stream_end_chunk", &kImmStreamEndChunk},
+    {"imm_stream_credit", &kImmStreamCredit},
+    {"imm_stream_stop_credit", &kImmStreamStopCredit},
 };
 
 }  // namespace naarpc::golden

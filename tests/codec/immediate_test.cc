@@ -162,6 +162,24 @@ TEST(StreamFrame, GoldenBits) {
   EXPECT_EQ(EncodeStreamChunk(0, 0, false), 0x80000000u);
 }
 
+TEST(StreamFrame, GoldenVectorsOfTheDocument) {
+  EXPECT_EQ(Wire(EncodeStreamChunk(3, 7, false)), golden::kImmStreamChunk);
+  EXPECT_EQ(Wire(EncodeStreamChunk(3, 8, true)), golden::kImmStreamEndChunk);
+  EXPECT_EQ(Wire(EncodeStreamCredit(3, 9, false)), golden::kImmStreamCredit);
+  EXPECT_EQ(Wire(EncodeStreamCredit(3, 2, true)), golden::kImmStreamStopCredit);
+  const auto end = DecodeStreamFrame(GetBe32(golden::kImmStreamEndChunk.data()));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_TRUE(end->end);
+  EXPECT_FALSE(end->credit);
+  EXPECT_EQ(end->stream, 3);
+  EXPECT_EQ(end->value, 8u);
+  const auto stop = DecodeStreamFrame(GetBe32(golden::kImmStreamStopCredit.data()));
+  ASSERT_TRUE(stop.has_value());
+  EXPECT_TRUE(stop->credit);
+  EXPECT_TRUE(stop->stop);
+  EXPECT_EQ(stop->value, 2u);
+}
+
 TEST(StreamFrame, RoundTripsAndNeverLooksLikeAStatusOrRequest) {
   for (uint8_t stream = 0; stream < kMaxStreams; ++stream) {
     for (uint32_t v : {0u, 1u, 4096u, uint32_t(kMaxStreamChunkSize), kStreamValueMask}) {

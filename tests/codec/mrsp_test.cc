@@ -249,6 +249,18 @@ TEST(MrspDecode, RequestUnknownFlags) {
   }
 }
 
+TEST(MrspGolden, StreamRequest) {
+  const AdvertisementRequestMessage m{
+      {{kRegionFlagInput, 0, 0x7F1020304050, 0x0A0B0C0D, 4},
+       {kStreamFlagsIn, 4096, 0x7F1020310000, 0x00C0FFEE, 4 * 4096}}};
+  Result<std::vector<uint8_t>> enc = EncodeMrsp(m);
+  ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+  EXPECT_EQ(*enc, golden::kRequestStream);
+  Result<MrspMessage> dec = DecodeMrsp(golden::kRequestStream);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<AdvertisementRequestMessage>(*dec), m);
+}
+
 TEST(MrspDecode, RequestStreamEntries) {
   // Valid: 0x35 / 0x39, chunk size in the requested-address field, size a
   // window (1..64) of chunks.
