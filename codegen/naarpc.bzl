@@ -59,7 +59,7 @@ def naarpc_cc_library(name, src, deps = [], visibility = None, testonly = False,
             sub = stem.rpartition("/")[0],
         ),
         testonly = testonly,
-        visibility = ["//visibility:private"],
+        visibility = visibility,  # the generated files, e.g. for //tests/docs
     )
     native.cc_library(
         name = name,
