@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
   size_t max_regions = naarpc::kDefaultNaaMaxRegions;
   bool stock_kernels = false;
 
-  CLI::App app{"naarpc software NAA serving VectorArith, Matrix, Accumulator, CheckedMath "
-               "and Increment on one port."};
+  CLI::App app{"naarpc software NAA serving VectorArith, Matrix, Accumulator, CheckedMath, "
+               "Increment and StreamOps on one port."};
   app.add_option("--address", address, "address to listen on")->capture_default_str();
   app.add_option("--port", port, "port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
@@ -58,10 +58,16 @@ int main(int argc, char** argv) {
                "services: function 1 adds 1, 2 adds 2 to every byte of every region, 3 does "
                "nothing; any region layout, reference dialect (point the reference's own "
                "clients here)");
-  app.add_option("--max_regions", max_regions, "regions per connection (MRSP error 0x03 beyond)")
+  app.add_option("--max-regions", max_regions, "regions per connection (MRSP error 0x03 beyond)")
       ->check(CLI::Range(1, 255))
       ->capture_default_str();
+  // The old spelling, deprecated: hidden from --help (empty group).
+  const CLI::Option* max_regions_deprecated =
+      app.add_option("--max_regions", max_regions)->check(CLI::Range(1, 255))->group("");
   CLI11_PARSE(app, argc, argv);
+  if (max_regions_deprecated->count() > 0) {
+    std::fprintf(stderr, "naa_server: --max_regions is deprecated; use --max-regions\n");
+  }
 
   auto transport = naarpc::NewTransport(transport_name, device);
   if (!transport.ok()) {

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "naarpc/client_session.h"
@@ -58,15 +59,31 @@ std::span<T> TypedView(std::span<std::byte> region, size_t offset, size_t count)
 
 // Kernel-side view of a variable-length output (or inout) parameter: the
 // whole capacity plus the number of valid elements the kernel reports.
+// Indexing and iteration cover the valid elements (data()), like a span:
+//   for (size_t i = 0; i < y.size(); ++i) y[i] = alpha * x[i] + y[i];
+//   for (float& v : y) v *= 2;
+// For an `out` parameter size() starts at 0: resize() before writing.
 template <typename T>
 class VarSpan {
  public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using size_type = size_t;
+  using reference = T&;
+  using iterator = typename std::span<T>::iterator;
+
   VarSpan(std::span<T> capacity, size_t size) : capacity_(capacity), size_(size) {}
   std::span<T> capacity() const { return capacity_; }
   size_t max_size() const { return capacity_.size(); }
   size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
   // The valid elements.
   std::span<T> data() const { return capacity_.first(size_); }
+  // REQUIRES: i < size(). The view is shallow, as std::span: a const VarSpan
+  // still gives mutable elements (unless T is const).
+  T& operator[](size_t i) const { return data()[i]; }
+  iterator begin() const { return data().begin(); }
+  iterator end() const { return data().end(); }
   // Sets the number of valid elements; false (unchanged) if n > max_size().
   // Such a request fails the call (status 0x05, the request named in the
   // NAA's log), whatever the kernel returns: output is never truncated

@@ -671,6 +671,44 @@ class CallExampleServerReferenceTest(CallExampleServerBase, unittest.TestCase):
     DIALECT = "reference"
 
 
+class ExampleServerOptionsTest(unittest.TestCase):
+
+    def test_help(self):
+        p = subprocess.run([NAA_SERVER, "--help"], capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for service in ("VectorArith", "Matrix", "Accumulator", "CheckedMath", "Increment",
+                        "StreamOps"):
+            self.assertIn(service, p.stdout)
+        # Spelled as `naarpc serve` spells it; the old spelling is hidden.
+        self.assertIn("--max-regions", p.stdout)
+        self.assertNotIn("--max_regions", p.stdout)
+
+    def test_max_regions(self):
+        # VectorArith.Dot registers 3 regions, IncrementBytes 1.
+        for flag in ("--max-regions", "--max_regions"):
+            with self.subTest(flag=flag):
+                server = example_server(flag, "2")
+                try:
+                    target = "127.0.0.1:%d" % server.port
+                    rc, out, err = run("call", "--idl", VECTOR, "--target", target,
+                                       "--transport", "emulated", "Dot", "--in", "a=[1]",
+                                       "--in", "b=[1]")
+                    self.assertEqual(rc, EXIT_UNREACHABLE, err)
+                    self.assertIn("MRSP error 0x03", err)
+                    rc, out, err = run("call", "--idl", INCREMENT, "--target", target,
+                                       "--transport", "emulated", "IncrementBytes", "--in",
+                                       "data=zeros", "--out", "data=summary")
+                    self.assertEqual(rc, EXIT_OK, err)
+                finally:
+                    self.assertEqual(server.stop(), 0, server.stderr)
+                deprecation = "--max_regions is deprecated; use --max-regions"
+                if flag == "--max_regions":
+                    self.assertIn(deprecation, server.stderr)
+                else:
+                    self.assertNotIn(deprecation, server.stderr)
+
+
 # ---- connection errors, NAA_SPEC, serve options -----------------------------------------------
 
 class ErrorsTest(unittest.TestCase):
@@ -681,8 +719,21 @@ class ErrorsTest(unittest.TestCase):
                            "--transport", "emulated", "--deadline", "5000", "Dot", "--in",
                            "a=[1]", "--in", "b=[1]")
         self.assertEqual(rc, EXIT_UNREACHABLE, err)
-        self.assertIn("hint: is an NAA (e.g. `naarpc serve`) listening on 127.0.0.1:%d" % port,
-                      err)
+        self.assertIn("hint: is an NAA (e.g. `naarpc serve`) listening on 127.0.0.1:%d over the "
+                      "emulated transport? (--target, --transport)" % port, err)
+
+    def test_unreachable_target_names_the_transport_auto_chose(self):
+        # No --transport: the hint names "auto" and the backend it picked.
+        port = free_port()
+        target = "127.0.0.1:%d" % port
+        for command in (["call", "--idl", VECTOR, "--target", target, "--deadline", "5000"],
+                        ["bench", "--idl", VECTOR, "--target", target, "--deadline", "5000",
+                         "--duration", "0.01", "--no-baseline"]):
+            with self.subTest(command=command[0]):
+                rc, out, err = run(*command, "Dot", "--in", "a=[1]", "--in", "b=[1]")
+                self.assertEqual(rc, EXIT_UNREACHABLE, err)
+                self.assertRegex(err, r"listening on %s over the auto \((emulated|verbs)\) "
+                                      r"transport\? \(--target, --transport\)" % re.escape(target))
 
     def test_bad_target(self):
         for target, message in (("127.0.0.1:99999", "port '99999' is not a number in 1..65535"),
@@ -804,6 +855,22 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+def plot_x_labels(script, xlabel):
+    """Renders a `bench --plot` script (PREFIX_plots.gp) as text (gnuplot's dumb
+    terminal); returns, for each plot whose x axis is `xlabel`, its x tic labels."""
+    with open(script) as f:
+        lines = f.read().splitlines()
+    text = "\n".join("set terminal dumb size 160,40" if "set terminal" in l
+                     else "set output" if l.startswith("set output ") else l for l in lines)
+    p = subprocess.run(["gnuplot"], input=text, capture_output=True, text=True,
+                       timeout=HANG_GUARD_S)
+    assert p.returncode == 0, p.stderr
+    rows = p.stdout.splitlines()
+    # The tic labels are the row above the axis label (labels contain single spaces).
+    return [re.split(r" {2,}", rows[i - 1].strip()) for i in range(1, len(rows))
+            if rows[i].strip() == xlabel]
+
+
 class BenchTest(unittest.TestCase):
 
     @classmethod
@@ -825,12 +892,14 @@ class BenchTest(unittest.TestCase):
             with self.subTest(dialect=dialect):
                 prefix = os.path.join(self.tmp, dialect)
                 csv = prefix + ".csv"
-                rc, out, err = self.bench("Shapes.Var", "--sizes", "64,1K", "--clients", "1,2",
+                # 16K: gnuplot used to drop the label of a tic on the edge of its
+                # autoscaled x range.
+                rc, out, err = self.bench("Shapes.Var", "--sizes", "64,16K", "--clients", "1,2",
                                           "--csv", csv, "--plot", prefix, dialect=dialect)
                 self.assertEqual(rc, EXIT_OK, err)
                 self.assertNotIn("\x1b[K", err)  # no bar: stderr is not a terminal
                 self.assertIn("raw baseline: emulated transport ping-pong", out)
-                self.assertRegex(out, r"\n1K +2 \| ")
+                self.assertRegex(out, r"\n16K +2 \| ")
                 with open(csv) as f:
                     lines = f.read().splitlines()
                 header = lines[0].split(",")
@@ -841,7 +910,7 @@ class BenchTest(unittest.TestCase):
                 rows = [dict(zip(header, l.split(","))) for l in lines[1:]]
                 self.assertEqual(
                     sorted((r["kind"], int(r["size_bytes"]), int(r["clients"])) for r in rows),
-                    sorted((k, s, c) for k in ("naarpc", "raw") for s in (64, 1024)
+                    sorted((k, s, c) for k in ("naarpc", "raw") for s in (64, 16384)
                            for c in (1, 2)))
                 for r in rows:
                     self.assertEqual(r["routine"], "Shapes.Var")
@@ -856,6 +925,11 @@ class BenchTest(unittest.TestCase):
                 self.assertEqual(naarpc_64[0]["bytes_per_call"], "144")
                 for plot in ("latency", "throughput", "scaling"):
                     self.assertEqual(png_size("%s_%s.png" % (prefix, plot)), (960, 600), plot)
+                # Every measured size and client count is labelled, edges included.
+                script = prefix + "_plots.gp"
+                self.assertEqual(plot_x_labels(script, "payload bytes per call"),
+                                 [["64 B", "16 KiB"]] * 2)  # latency, throughput
+                self.assertEqual(plot_x_labels(script, "clients"), [["1", "2"]])
 
     def test_plot_paths_and_missing_gnuplot(self):
         prefix = os.path.join(self.tmp, "it's plots")

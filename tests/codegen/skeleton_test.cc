@@ -35,16 +35,16 @@ class KitchenImpl final : public golden::KitchenService {
     fixed_out[0] = fixed_in[0] + scalar_in;
     scalar_out = static_cast<float>(var_in.empty() ? 0.0 : var_in.back());
     var_out.resize(static_cast<size_t>(scalar_in));
-    for (size_t i = 0; i < var_out.size(); ++i) var_out.data()[i] = static_cast<uint32_t>(i * 10);
+    for (size_t i = 0; i < var_out.size(); ++i) var_out[i] = static_cast<uint32_t>(i * 10);
     for (int8_t& v : fixed_io) v = static_cast<int8_t>(-v);
     var_io.resize(var_io.size() + 1);  // append one element
-    var_io.data()[var_io.size() - 1] = 77;
+    var_io[var_io.size() - 1] = 77;
     return golden::KitchenError::kOk;
   }
   golden::KitchenError Echo(const NaaCall&, std::span<const uint8_t> x,
                             naarpc::codegen::VarSpan<uint8_t>& y) override {
     y.resize(x.size());
-    std::copy(x.begin(), x.end(), y.data().begin());
+    std::copy(x.begin(), x.end(), y.begin());
     return golden::KitchenError::kOk;
   }
   size_t seen_fixed_in = 0, seen_var_in = 0, seen_blob = 0, seen_internal = 0;

@@ -370,6 +370,7 @@ std::string Block(const std::string& name, const std::vector<Point>& points,
 
 Status Plot(const std::string& prefix, const std::string& title, const std::vector<Point>& points,
             const BenchOptions& o, const std::vector<uint64_t>& sizes) {
+  if (sizes.empty() || o.clients.empty()) return InternalError("--plot: nothing was measured");
   std::string s;
   s += "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
        "{ set terminal pngcairo size 960,600 noenhanced } "
@@ -412,8 +413,22 @@ Status Plot(const std::string& prefix, const std::string& title, const std::vect
     size_tics += std::string(size_tics.empty() ? "" : ", ") + "'" + SizeLabel(size) + "' " +
                  std::to_string(std::max<uint64_t>(size, 1));
   }
+  // Explicit x ranges with a margin: gnuplot omits the label of a tic that
+  // falls on the edge of an autoscaled range (e.g. the largest size's).
+  auto xrange = [](double lo, double hi) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "set xrange [%.17g:%.17g]\n", lo, hi);
+    return std::string(buf);
+  };
+  const auto [min_size, max_size] = std::minmax_element(sizes.begin(), sizes.end());
+  const double smallest = double(std::max<uint64_t>(*min_size, 1));
+  const double largest = double(std::max<uint64_t>(*max_size, 1));
   s += "set xlabel 'payload bytes per call'\nset xtics (" + size_tics + ")\n";
-  if (log_x) s += "set logscale x 2\n";
+  if (log_x) {
+    s += "set logscale x 2\n" + xrange(smallest / 1.25, largest * 1.25);
+  } else {
+    s += xrange(smallest * 0.5, largest * 1.5);
+  }
   s += "set output " + Quote(prefix + "_latency.png") + "\n";
   s += "set title " + Quote(title + ": latency vs size") +
        "\nset ylabel 'microseconds'\nset logscale y\n";
@@ -427,6 +442,9 @@ Status Plot(const std::string& prefix, const std::string& title, const std::vect
   for (int c : o.clients) client_tics += (client_tics.empty() ? "" : ", ") + std::to_string(c);
   s += "unset logscale x\nset logscale y\nset xlabel 'clients'\nset ylabel 'calls/s'\n";
   s += "set xtics (" + client_tics + ")\n";
+  const auto [fewest, most] = std::minmax_element(o.clients.begin(), o.clients.end());
+  const double client_margin = std::max(0.5, 0.05 * (*most - *fewest));
+  s += xrange(*fewest - client_margin, *most + client_margin);
   std::string sc = "plot ";
   idx = 0;
   for (uint64_t size : sizes) {

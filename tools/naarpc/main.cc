@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "idl/load.h"
@@ -196,6 +197,15 @@ Result<Dialect> ParseDialect(const std::string& d) {
   return InvalidArgumentError("--dialect '" + d + "': spec or reference");
 }
 
+// The transport a hint names: "emulated", or "auto (emulated)" when
+// --transport auto chose the backend (`resolved`: Transport::name(); empty
+// if unknown).
+std::string TransportLabel(const std::string& requested, std::string_view resolved) {
+  if (resolved.empty() || resolved == requested) return requested;
+  return requested + " (" + std::string(resolved) + ")";
+}
+
+// `transport`: a TransportLabel.
 std::string Hint(const Status& s, const Target& t, const std::string& transport) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
@@ -329,6 +339,7 @@ int Call(const CallArgs& a) {
   if (!side.ok()) return Fail(kExitUsage, side.status().message());
   auto transport = NewTransport(side->transport, side->device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
+  const std::string transport_label = TransportLabel(side->transport, (*transport)->name());
 
   const auto budget = std::chrono::milliseconds(a.common.deadline_ms > 0 ? a.common.deadline_ms
                                                                          : routine->deadline_ms);
@@ -338,7 +349,7 @@ int Call(const CallArgs& a) {
   auto call = DynamicCall::Open(**transport, target->host, target->port, *service, *routine,
                                 options, Deadline::After(budget));
   if (!call.ok()) {
-    const std::string hint = Hint(call.status(), *target, side->transport);
+    const std::string hint = Hint(call.status(), *target, transport_label);
     return Fail(ExitFor(call.status()),
                 call.status().ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
   }
@@ -364,7 +375,7 @@ int Call(const CallArgs& a) {
       }
       if (a.repeat > 1)
         msg += " [call " + std::to_string(i + 1) + " of " + std::to_string(a.repeat) + "]";
-      const std::string hint = Hint(s, *target, side->transport);
+      const std::string hint = Hint(s, *target, transport_label);
       if (a.json) {
         // Scripts get the status on stdout too.
         nlohmann::ordered_json j;
@@ -609,7 +620,13 @@ int Bench(const BenchArgs& a) {
   o.device = side->device;
   Status s = RunBench(o);
   if (!s.ok()) {
-    const std::string hint = Hint(s, *target, o.transport);
+    // RunBench's transport is gone: resolve "auto" again for the hint.
+    std::string resolved;
+    if (o.transport == "auto") {
+      auto transport = NewTransport(o.transport, o.device);
+      if (transport.ok()) resolved = (*transport)->name();
+    }
+    const std::string hint = Hint(s, *target, TransportLabel(o.transport, resolved));
     return Fail(ExitFor(s), s.ToString() + (hint.empty() ? "" : "\n  hint: " + hint));
   }
   return kExitOk;
