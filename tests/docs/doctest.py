@@ -301,6 +301,35 @@ class Session:
       self.terminate(p)
 
 
+class BlockJobs:
+  """A block's `background="COMMAND"` (a server on a fresh {port}, stopped
+  after the block) and `replace="OLD=NEW;..."` (the doc's example addresses
+  mapped to it, in commands and outputs)."""
+
+  def __init__(self, block, session):
+    self.block, self.session = block, session
+    self.job = None
+    self.added = 0
+
+  def __enter__(self):
+    b, session = self.block, self.session
+    port = str(free_port())
+    for pair in filter(None, b.options.get("replace", "").split(";")):
+      old, _, new = pair.partition("=")
+      session.replacements.insert(self.added, (old, new.replace("{port}", port)))
+      self.added += 1
+    if "background" in b.options:
+      session.start_job(b.options["background"].replace("{port}", port), b.where(-1))
+      self.job = len(session.jobs)
+    return self
+
+  def __exit__(self, *exc):
+    if self.job:
+      self.session.stop_job(self.job, self.block.where(-1))
+    del self.session.replacements[:self.added]
+    return False
+
+
 def logical_lines(lines):
   """Joins backslash continuations: [(index of first line, text)]."""
   out = []
@@ -463,11 +492,12 @@ class Checker:
             continue
           if b.lang in ("sh", "bash", "shell", "console") or (b.lang == "" and self.is_transcript(b)):
             session = session or Session(self.env, None, path)
-            if b.lang == "" or b.lang == "console":
-              self.run_transcript(b, session)
-              previous = None
-            else:
-              previous = self.run_commands(b, session)
+            with BlockJobs(b, session):
+              if b.lang == "" or b.lang == "console":
+                self.run_transcript(b, session)
+                previous = None
+              else:
+                previous = self.run_commands(b, session)
             continue
           if b.lang == "":
             if previous is None:
@@ -525,16 +555,7 @@ class Checker:
     return last
 
   def run_transcript(self, b, session):
-    jobs = []
-    if "background" in b.options:
-      port = free_port()
-      command = b.options["background"].replace("{port}", str(port))
-      session.start_job(command, b.where(-1))
-      jobs.append(len(session.jobs))
-      if "replace" in b.options:
-        old, _, new = b.options["replace"].partition("=")
-        session.replacements.append((old, new.replace("{port}", str(port))))
-    try:
+    if True:
       steps = []  # [first line, command, [(line, expected)]]
       k = 0
       while k < len(b.lines):
@@ -558,11 +579,6 @@ class Checker:
           check_output(expected, output, "numbers" in b.options, b.where, command)
         self.counts["commands"] += 1
         self.counts["outputs"] += 1
-    finally:
-      for n in jobs:
-        session.stop_job(n, b.where(-1))
-      if "replace" in b.options:
-        session.replacements.pop()
 
   def check_job_output(self, b, session, start, command, expected, timeout=60):
     """A command that serves until stopped: its output so far, once it
