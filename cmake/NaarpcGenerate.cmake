@@ -42,6 +42,15 @@ function(naarpc_generate)
   file(GLOB gen_files "${gen_dir}/*.py" "${gen_dir}/templates/*.j2")
 
   set(ir "${dir}/${stem}.naa.ir.json")
+  # One target owns the generated files: a second one would write them too,
+  # concurrently, and compile them again. Others link the owner.
+  get_property(owner GLOBAL PROPERTY "_naarpc_generated ${ir}")
+  if(owner AND NOT owner STREQUAL ARG_TARGET)
+    message(FATAL_ERROR "naarpc_generate: ${ARG_IDL} is already generated into this directory "
+                        "for target ${owner}; link ${owner} from ${ARG_TARGET} instead of "
+                        "generating it again (one target owns the generated code)")
+  endif()
+  set_property(GLOBAL PROPERTY "_naarpc_generated ${ir}" "${ARG_TARGET}")
   set(outputs "${dir}/${stem}.naa.h" "${dir}/${stem}.naa.cc" "${dir}/${stem}.naa_mock.h")
   add_custom_command(
     OUTPUT "${ir}" ${outputs}

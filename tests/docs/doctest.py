@@ -437,11 +437,14 @@ CPP_PRELUDE = """\
 #include <cstdint>
 #include <cstdio>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "naarpc/naarpc.h"
 #include "naarpc/codegen_support.h"
@@ -466,7 +469,7 @@ class Checker:
   def __init__(self, env):
     self.env = env
     self.counts = {"commands": 0, "outputs": 0, "compiled": 0, "idl": 0, "excerpts": 0,
-                   "golden": 0, "by": 0}
+                   "golden": 0, "by": 0, "text": 0}
     self.skipped = []  # (where, reason)
     self.cpp_jobs = []
 
@@ -520,6 +523,8 @@ class Checker:
             self.check_excerpt(b, required=True)
           elif b.lang == "text" and b.lines and b.lines[0].startswith("golden:"):
             self.counts["golden"] += 1  # //tests/codec:protocol_doc_test
+          elif b.lang == "text":
+            self.counts["text"] += 1  # a diagram or a sample: nothing to run
           else:
             raise DocError(f"{b.where(-1)}: a ```{b.lang} block the doc test does not know "
                            "how to run; mark it <!-- doctest: skip=\"why\" --> or "
@@ -614,22 +619,31 @@ class Checker:
       full = os.path.join(package, entry)
       if os.path.isfile(full) and entry.endswith((".sh", ".py")):
         with open(full, errors="replace") as f:
-          found |= f"extract {b.path} {ident}" in f.read()
+          text = f.read()
+        found |= f"extract {b.path}" in text and bool(re.search(rf"\b{re.escape(ident)}\b", text))
     if not found:
-      raise DocError(f"{b.where(-1)}: {target} does not extract this block "
-                     f"(no 'extract {b.path} {ident}' in its scripts)")
+      raise DocError(f"{b.where(-1)}: {target} does not run this block (its scripts in "
+                     f"{m.group(1)}/ name neither 'extract {b.path}' nor '{ident}')")
     self.counts["by"] += 1
 
   # -- C++ --
   def compile_cpp(self, b):
     includes = [i for i in b.options.get("include", "").split(",") if i]
+    # Hidden setup: the lines before a `---` line go before the snippet, the
+    # rest after it (e.g. a class around a member function).
+    before, after = b.setup, []
+    if "---" in [l.strip() for l in b.setup]:
+      k = [l.strip() for l in b.setup].index("---")
+      before, after = b.setup[:k], b.setup[k + 1:]
     src = CPP_PRELUDE + "".join(f'#include "{i}"\n' for i in includes)
     if b.options.get("wrap") == "function":
-      src += "void DocSnippet() {\n" + "\n".join(b.setup) + "\n"
-      src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n}\n"
-    else:
-      src += "\n".join(b.setup) + "\n"
+      src += "int DocSnippet() {\n" + "\n".join(before) + "\n"
       src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
+      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n}\n"
+    else:
+      src += "\n".join(before) + "\n"
+      src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
+      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n"
     fd, name = tempfile.mkstemp(suffix=".cc", dir=self.env.tmp)
     with os.fdopen(fd, "w") as f:
       f.write(src)
@@ -751,7 +765,8 @@ def main(argv):
   print(f"doctest: {len(docs)} documents: {c['commands']} commands run, {c['outputs']} "
         f"outputs checked, {c['compiled']} C++ snippets compiled, {c['idl']} IDL files "
         f"loaded, {c['excerpts']} excerpts matched, {c['golden']} byte vectors (by "
-        f"protocol_doc_test), {c['by']} blocks run by other tests, {len(checker.skipped)} "
+        f"protocol_doc_test), {c['text']} diagrams (```text), {c['by']} blocks run by other "
+        f"tests, {len(checker.skipped)} "
         "not run:")
   for where, reason in checker.skipped:
     print(f"  {where}: {reason}")

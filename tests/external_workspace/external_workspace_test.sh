@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# naarpc from another Bazel workspace (docs/using.md): a workspace that names
+# naarpc from another Bazel workspace, as docs/using.md says (its WORKSPACE,
+# .bazelrc and BUILD blocks, taken from the page): a workspace that names
 # naarpc as a local_repository generates a stub and a skeleton from its own
 # IDL with @naarpc//codegen:naarpc.bzl, implements the kernel, and calls it
 # on the emulated transport (tests/consumer). Runs its own Bazel (offline,
@@ -15,49 +16,19 @@ bazel="${NAARPC_INNER_BAZEL:-/usr/bin/bazel}"
 
 ws="$TEST_TMPDIR/consumer"
 mkdir -p "$ws" "$TEST_TMPDIR/home"
-cp "$runfiles/tests/consumer/saxpy.naa.yaml" "$runfiles/tests/consumer/consumer_main.cc" "$ws/"
-
-# The user's WORKSPACE: naarpc, and what naarpc's BUILD files name
-# (@system: Debian's libraries; the offline stand-ins of Debian's Bazel 4.2.3).
-cat >"$ws/WORKSPACE" <<EOW
-workspace(name = "consumer")
-
-local_repository(
-    name = "naarpc",
-    path = "$naarpc",
-)
-
-new_local_repository(
-    name = "system",
-    build_file = "@naarpc//third_party/system:system.BUILD",
-    path = "/usr",
-)
-
-local_repository(name = "rules_cc", path = "$naarpc/third_party/stubs/rules_cc")
-local_repository(name = "rules_java", path = "$naarpc/third_party/stubs/rules_java")
-local_repository(name = "remote_coverage_tools", path = "$naarpc/third_party/stubs/remote_coverage_tools")
-EOW
-
-cat >"$ws/BUILD" <<'EOB'
-load("@naarpc//codegen:naarpc.bzl", "naarpc_cc_library")
-
-naarpc_cc_library(
-    name = "saxpy_naa",
-    src = "saxpy.naa.yaml",
-)
-
-cc_binary(
-    name = "consumer",
-    srcs = ["consumer_main.cc"],
-    deps = [
-        ":saxpy_naa",
-        "@naarpc",
-    ],
-)
-EOB
-
-cat >"$ws/.bazelrc" <<'EOR'
-build --cxxopt=-std=c++20 --host_cxxopt=-std=c++20
+# docs/using.md's WORKSPACE, .bazelrc and BUILD (taken from the page), with
+# tests/consumer's IDL and program as the page's app.cc.
+doc_block() {
+  /usr/bin/python3 "$runfiles/tests/docs/doctest.py" extract docs/using.md "$1" |
+    sed -e "s|/path/to/naarpc|$naarpc|g"
+}
+cp "$runfiles/tests/consumer/saxpy.naa.yaml" "$ws/"
+cp "$runfiles/tests/consumer/consumer_main.cc" "$ws/app.cc"
+doc_block bazel-workspace >"$ws/WORKSPACE"
+doc_block bazel-build >"$ws/BUILD"
+doc_block bazel-bazelrc >"$ws/.bazelrc"
+# This test's own settings: warnings are errors, no sandbox inside a test.
+cat >>"$ws/.bazelrc" <<'EOR'
 build --copt=-Wall --copt=-Wextra --copt=-Werror
 build --incompatible_strict_action_env
 build --spawn_strategy=local
@@ -69,10 +40,10 @@ inner=(env -i "HOME=$TEST_TMPDIR/home" "PATH=/usr/bin:/bin" "TMPDIR=$TEST_TMPDIR
 start=$SECONDS
 # :saxpy_naa_mock: the macro's gMock target resolves @system from naarpc's labels.
 "${inner[@]}" build --jobs=2 --color=no --curses=no --noshow_progress \
-  //:consumer //:saxpy_naa_mock
+  //:app //:saxpy_naa_mock
 echo "external_workspace_test: inner build took $((SECONDS - start)) s"
 
-out="$("$ws/bazel-bin/consumer")"
+out="$("$ws/bazel-bin/app")"
 echo "$out"
 grep -q '^consumer: ok' <<<"$out"
 # The generated header includes naarpc only through its public headers.
