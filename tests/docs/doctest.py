@@ -252,9 +252,9 @@ class Session:
       raise DocError(f"{where}: `{command}`: port {m.group(1)} is already in use (a server "
                      "started earlier still runs: stop it first, e.g. `kill %1`)")
     log = os.path.join(self.dir, f".job{len(self.jobs) + 1}.log")
-    f = open(log, "w")
-    p = subprocess.Popen(["bash", "-c", self.shell(command)], cwd=self.dir, env=self.vars, stdout=f, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    with open(log, "w") as f:
+      p = subprocess.Popen(["bash", "-c", self.shell(command)], cwd=self.dir, env=self.vars,
+                           stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     self.jobs.append((p, command, log))
     m = re.search(r"--port[ =](\d+)", command)
     if not m:
@@ -620,7 +620,8 @@ class Checker:
       if os.path.isfile(full) and entry.endswith((".sh", ".py")):
         with open(full, errors="replace") as f:
           text = f.read()
-        found |= f"extract {b.path}" in text and bool(re.search(rf"\b{re.escape(ident)}\b", text))
+        names_id = bool(re.search(rf"\b{re.escape(ident)}\b", text))
+        found |= f"extract {b.path}" in text and names_id
     if not found:
       raise DocError(f"{b.where(-1)}: {target} does not run this block (its scripts in "
                      f"{m.group(1)}/ name neither 'extract {b.path}' nor '{ident}')")
