@@ -581,7 +581,8 @@ class Checker:
           self.check_job_output(b, session, start, command, expected)
         else:
           output = session.run(command, b.where(start), check=False)
-          check_output(expected, output, "numbers" in b.options, b.where, command)
+          check_output(expected, output, "numbers" in b.options, b.where,
+                       session.substitute(command))
         self.counts["commands"] += 1
         self.counts["outputs"] += 1
 
