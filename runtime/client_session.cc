@@ -65,7 +65,7 @@ class ClientSession::Impl {
     Stream(size_t param, const WireRegion* wire, bool input, uint32_t chunk, uint32_t window,
            const std::string& name)
         : param(param), wire(wire), input(input), chunk(chunk), window(window),
-          outbound(name, chunk, window), inbound(name, chunk, window) {}
+          outbound({name, chunk, window}), inbound({name, chunk, window}) {}
     size_t param = 0;
     const WireRegion* wire = nullptr;
     bool input = false;

@@ -374,8 +374,8 @@ class ConnectionServer::StreamImpl final : public NaaStream {
         lkey_(g.lkey),
         host_(host),
         lengths_(window_, 0),
-        inbound_("stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_),
-        outbound_("stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_) {}
+        inbound_({"stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_}),
+        outbound_({"stream " + std::to_string(index), static_cast<uint32_t>(chunk_), window_}) {}
 
   void Reset() {
     inbound_.Reset();

@@ -10,7 +10,8 @@ namespace {
 std::string Mismatch(const char* what, uint32_t received, uint64_t expected) {
   const uint32_t want = static_cast<uint32_t>(expected & kStreamValueMask);
   const uint32_t ahead = (received - want) & kStreamValueMask;
-  const char* why = ahead < (kStreamValueMask >> 1) ? "lost or reordered" : "duplicated or reordered";
+  const char* why =
+      ahead < (kStreamValueMask >> 1) ? "lost or reordered" : "duplicated or reordered";
   return std::string(what) + " " + std::to_string(received) + " arrived where " +
          std::to_string(want) + " was expected (" + what + "s " + why + ")";
 }
@@ -20,25 +21,27 @@ std::string Mismatch(const char* what, uint32_t received, uint64_t expected) {
 Result<uint32_t> StreamInbound::OnChunk(const StreamFrame& f, uint32_t byte_len,
                                         uint64_t credited) {
   if (ended_) {
-    return ProtocolError(name_ + ": chunk " + std::to_string(f.value) +
+    return ProtocolError(shape_.name + ": chunk " + std::to_string(f.value) +
                          " after the end of the stream (" + Totals() + ")");
   }
   if (f.value != (received_ & kStreamValueMask)) {
-    return ProtocolError(name_ + ": " + Mismatch("chunk", f.value, received_) + "; " + Totals());
+    return ProtocolError(shape_.name + ": " + Mismatch("chunk", f.value, received_) + "; " +
+                         Totals());
   }
-  if (byte_len > chunk_size_) {
-    return ProtocolError(name_ + ": chunk " + std::to_string(received_) + " of " +
+  if (byte_len > shape_.chunk_size) {
+    return ProtocolError(shape_.name + ": chunk " + std::to_string(received_) + " of " +
                          std::to_string(byte_len) + " bytes, larger than the chunk size " +
-                         std::to_string(chunk_size_));
+                         std::to_string(shape_.chunk_size));
   }
-  if (!f.end && byte_len != chunk_size_) {
-    return ProtocolError(name_ + ": chunk " + std::to_string(received_) + " of " +
+  if (!f.end && byte_len != shape_.chunk_size) {
+    return ProtocolError(shape_.name + ": chunk " + std::to_string(received_) + " of " +
                          std::to_string(byte_len) + " bytes without the end bit (every chunk "
-                         "but the last carries the chunk size " + std::to_string(chunk_size_) + ")");
+                         "but the last carries the chunk size " +
+                         std::to_string(shape_.chunk_size) + ")");
   }
-  if (received_ - credited >= window_) {
-    return ProtocolError(name_ + ": chunk " + std::to_string(received_) +
-                         " overwrote an unconsumed slot (window " + std::to_string(window_) +
+  if (received_ - credited >= shape_.window) {
+    return ProtocolError(shape_.name + ": chunk " + std::to_string(received_) +
+                         " overwrote an unconsumed slot (window " + std::to_string(shape_.window) +
                          ", " + std::to_string(credited) + " credited)");
   }
   ++received_;
@@ -53,7 +56,7 @@ std::string StreamInbound::Totals() const {
 }
 
 uint32_t StreamOutbound::TakeChunk(uint8_t stream, uint32_t length) {
-  const bool end = length < chunk_size_;
+  const bool end = length < shape_.chunk_size;
   const uint32_t imm = EncodeStreamChunk(stream, sent_, end);
   ++sent_;
   ended_ = end;
@@ -62,15 +65,15 @@ uint32_t StreamOutbound::TakeChunk(uint8_t stream, uint32_t length) {
 
 Status StreamOutbound::OnCredit(const StreamFrame& f, uint32_t byte_len) {
   if (byte_len != 0) {
-    return ProtocolError(name_ + ": a credit carrying " + std::to_string(byte_len) +
+    return ProtocolError(shape_.name + ": a credit carrying " + std::to_string(byte_len) +
                          " bytes (credits are zero-length writes)");
   }
   const uint64_t next = consumed_ + 1;
   if (f.value != (next & kStreamValueMask)) {
-    return ProtocolError(name_ + ": " + Mismatch("credit", f.value, next) + "; " + Totals());
+    return ProtocolError(shape_.name + ": " + Mismatch("credit", f.value, next) + "; " + Totals());
   }
   if (next > sent_) {
-    return ProtocolError(name_ + ": credit for " + std::to_string(next) + " chunk(s), only " +
+    return ProtocolError(shape_.name + ": credit for " + std::to_string(next) + " chunk(s), only " +
                          std::to_string(sent_) + " were written");
   }
   consumed_ = next;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "naarpc/protocol.h"
 #include "naarpc/status.h"
@@ -18,10 +19,17 @@ namespace naarpc::internal {
 
 // The reading side of one stream during a call: chunks arrive, are consumed
 // in order and credited one by one.
+// What both directions know of a stream: its name in errors ("stream
+// 'data'" on the host, "stream 1" on the NAA), chunk size and window.
+struct StreamShape {
+  std::string name;
+  uint32_t chunk_size = 0;
+  uint32_t window = 0;
+};
+
 class StreamInbound {
  public:
-  StreamInbound(std::string name, uint32_t chunk_size, uint32_t window)
-      : name_(std::move(name)), chunk_size_(chunk_size), window_(window) {}
+  explicit StreamInbound(StreamShape shape) : shape_(std::move(shape)) {}
 
   void Reset() { received_ = bytes_ = 0, ended_ = false; }
 
@@ -40,9 +48,7 @@ class StreamInbound {
   std::string Totals() const;
 
  private:
-  const std::string name_;
-  const uint32_t chunk_size_;
-  const uint32_t window_;
+  const StreamShape shape_;
   uint64_t received_ = 0;
   uint64_t bytes_ = 0;
   bool ended_ = false;
@@ -52,15 +58,14 @@ class StreamInbound {
 // sequence numbers, credits come back one per chunk.
 class StreamOutbound {
  public:
-  StreamOutbound(std::string name, uint32_t chunk_size, uint32_t window)
-      : name_(std::move(name)), chunk_size_(chunk_size), window_(window) {}
+  explicit StreamOutbound(StreamShape shape) : shape_(std::move(shape)) {}
 
   void Reset() { sent_ = consumed_ = 0, ended_ = stop_ = false; }
 
   // The window has room for the next chunk (15.3).
-  bool CanSend() const { return !ended_ && sent_ - consumed_ < window_; }
+  bool CanSend() const { return !ended_ && sent_ - consumed_ < shape_.window; }
   // Offset of the next chunk's slot in the reader's ring.
-  uint64_t NextSlotOffset() const { return (sent_ % window_) * chunk_size_; }
+  uint64_t NextSlotOffset() const { return (sent_ % shape_.window) * shape_.chunk_size; }
   // The immediate of the next chunk (`length` bytes; the stream ends with
   // it if it is shorter than the chunk size) and counts it as sent.
   // REQUIRES: CanSend(), length <= chunk size.
@@ -79,9 +84,7 @@ class StreamOutbound {
   std::string Totals() const;
 
  private:
-  const std::string name_;
-  const uint32_t chunk_size_;
-  const uint32_t window_;
+  const StreamShape shape_;
   uint64_t sent_ = 0;
   uint64_t consumed_ = 0;
   bool ended_ = false;

@@ -28,7 +28,7 @@ void ExpectError(const Status& s, std::initializer_list<const char*> parts) {
 }
 
 TEST(StreamInbound, TakesChunksInOrderAndCountsTheTotals) {
-  StreamInbound in("stream 'data'", kChunk, kWindow);
+  StreamInbound in({"stream 'data'", kChunk, kWindow});
   for (uint64_t k = 0; k < 10; ++k) {
     Result<uint32_t> n = in.OnChunk(Chunk(k), kChunk, k);  // each credited before the next
     ASSERT_TRUE(n.ok()) << n.status().ToString();
@@ -51,7 +51,7 @@ TEST(StreamInbound, TakesChunksInOrderAndCountsTheTotals) {
 }
 
 TEST(StreamInbound, ALostChunkIsNamed) {
-  StreamInbound in("stream 'data'", kChunk, kWindow);
+  StreamInbound in({"stream 'data'", kChunk, kWindow});
   ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk, 0).ok());
   ExpectError(in.OnChunk(Chunk(2), kChunk, 1).status(),
               {"stream 'data'", "chunk 2 arrived where 1 was expected", "lost or reordered",
@@ -63,7 +63,7 @@ TEST(StreamInbound, ALostChunkIsNamed) {
 }
 
 TEST(StreamInbound, ADuplicatedOrReorderedChunkIsNamed) {
-  StreamInbound in("stream 3", kChunk, kWindow);
+  StreamInbound in({"stream 3", kChunk, kWindow});
   ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk, 0).ok());
   ASSERT_TRUE(in.OnChunk(Chunk(1), kChunk, 0).ok());
   ExpectError(in.OnChunk(Chunk(1), kChunk, 2).status(),
@@ -72,7 +72,7 @@ TEST(StreamInbound, ADuplicatedOrReorderedChunkIsNamed) {
 }
 
 TEST(StreamInbound, SequenceNumbersWrapAt2To24) {
-  StreamInbound in("s", 1, 1);
+  StreamInbound in({"s", 1, 1});
   const uint64_t wrap = uint64_t{1} << 24;
   for (uint64_t k = 0; k < wrap + 2; ++k) {
     ASSERT_TRUE(in.OnChunk(Chunk(k), 1, k).ok()) << k;
@@ -83,7 +83,7 @@ TEST(StreamInbound, SequenceNumbersWrapAt2To24) {
 }
 
 TEST(StreamInbound, LengthsEndAndWindow) {
-  StreamInbound in("s", kChunk, kWindow);
+  StreamInbound in({"s", kChunk, kWindow});
   ExpectError(in.OnChunk(Chunk(0), kChunk - 1, 0).status(),
               {"chunk 0 of 4095 bytes without the end bit", "chunk size 4096"});
   ExpectError(in.OnChunk(Chunk(0, true), kChunk + 1, 0).status(),
@@ -97,7 +97,7 @@ TEST(StreamInbound, LengthsEndAndWindow) {
 }
 
 TEST(StreamOutbound, SendsWithinTheWindowAndTakesOneCreditPerChunk) {
-  StreamOutbound out("stream 'data'", kChunk, kWindow);
+  StreamOutbound out({"stream 'data'", kChunk, kWindow});
   for (uint32_t k = 0; k < kWindow; ++k) {
     ASSERT_TRUE(out.CanSend());
     EXPECT_EQ(out.NextSlotOffset(), uint64_t{k} * kChunk);
@@ -116,7 +116,7 @@ TEST(StreamOutbound, SendsWithinTheWindowAndTakesOneCreditPerChunk) {
 }
 
 TEST(StreamOutbound, ALostDuplicatedOrExcessCreditIsNamed) {
-  StreamOutbound out("stream 'in'", kChunk, kWindow);
+  StreamOutbound out({"stream 'in'", kChunk, kWindow});
   for (int k = 0; k < 3; ++k) out.TakeChunk(0, kChunk);
   ASSERT_TRUE(out.OnCredit(Credit(1), 0).ok());
   ExpectError(out.OnCredit(Credit(1), 0), {"stream 'in'", "credit 1 arrived where 2 was expected",

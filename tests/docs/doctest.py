@@ -345,7 +345,8 @@ def logical_lines(lines):
 
 
 def strip_comment(command):
-  """A shell line without its trailing `# comment` (quotes respected)."""
+  """A shell, YAML or Starlark line without its trailing `# comment` (quotes
+  respected), stripped."""
   in_single = in_double = False
   for k, c in enumerate(command):
     if c == "'" and not in_double:
@@ -450,19 +451,6 @@ CPP_PRELUDE = """\
 #include "naarpc/codegen_support.h"
 using namespace std::chrono_literals;
 """
-
-
-def code_part(line):
-  """A YAML/Starlark line without its trailing comment, stripped."""
-  in_single = in_double = False
-  for k, c in enumerate(line):
-    if c == "'" and not in_double:
-      in_single = not in_single
-    elif c == '"' and not in_single:
-      in_double = not in_double
-    elif c == "#" and not in_single and not in_double and (k == 0 or line[k - 1].isspace()):
-      return line[:k].strip()
-  return line.strip()
 
 
 class Checker:
@@ -723,10 +711,10 @@ class Checker:
                        "//tests/docs:doc_test); mark it <!-- doctest: skip=\"why\" -->")
       return
     with open(os.path.join(self.env.root, m.group(1))) as f:
-      have = [code_part(l) for l in f.read().split("\n")]
+      have = [strip_comment(l) for l in f.read().split("\n")]
     pos = 0
     for k, line in enumerate(b.lines[1:], start=1):
-      want = code_part(line)
+      want = strip_comment(line)
       if not want:
         continue
       while pos < len(have) and have[pos] != want:

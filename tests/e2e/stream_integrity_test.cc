@@ -136,7 +136,8 @@ std::vector<Case> Cases() {
     const std::string chunk_stream = who == Who::kHost ? "stream 0: " : "stream 'data': ";
     const std::string credit_stream = chunk_stream;
     cases.push_back({writer + "ChunkLost", who, What::kChunk, FaultAction::LoseMessage(),
-                     chunk_stream + "chunk 3 arrived where 2 was expected (chunks lost or reordered)"});
+                     chunk_stream +
+                         "chunk 3 arrived where 2 was expected (chunks lost or reordered)"});
     cases.push_back({writer + "ChunkDuplicated", who, What::kChunk, FaultAction::Duplicate(),
                      chunk_stream +
                          "chunk 2 arrived where 3 was expected (chunks duplicated or reordered)"});
