@@ -939,6 +939,17 @@ int ClientSession::notify_fd() const { return impl_->conn ? impl_->conn->notify_
 bool ClientSession::call_in_flight() const { return impl_->call.active; }
 
 CommState ClientSession::state() const { return impl_->sm.state(); }
+
+bool ClientSession::PeerGone() {
+  if (impl_->sm.state() == CommState::kError || !impl_->conn) return true;
+  if (impl_->call.active) return false;
+  // One non-blocking progress step: a disconnect shows as kDisconnected.
+  Result<bool> r = impl_->conn->WaitNotify(Deadline::Now());
+  if (r.ok() || r.status().code() != StatusCode::kDisconnected) return false;
+  impl_->Fail(r.status()).IgnoreError();
+  return true;
+}
+
 Dialect ClientSession::dialect() const { return impl_->options.dialect; }
 uint64_t ClientSession::calls_completed() const { return impl_->calls_completed; }
 

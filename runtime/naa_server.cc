@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/admission.h"
 #include "runtime/metadata.h"
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
@@ -176,25 +177,25 @@ struct RunningKernels {
 // What one server's connections share: options, the memory budget, the
 // log and its rate limit, running kernels. Shared with the connections: an
 // abandoned kernel keeps its connection, and so this, alive.
+internal::Admission::Limits AdmissionLimits(const ServerOptions& o) {
+  internal::Admission::Limits l;
+  l.max_connections = o.max_connections;
+  l.max_connections_per_peer =
+      o.max_connections_per_peer == 0 ? o.max_connections : o.max_connections_per_peer;
+  l.max_handshakes_per_peer = o.max_handshakes_per_peer;
+  l.max_bytes = o.max_total_bytes;
+  l.max_bytes_per_peer = o.max_bytes_per_peer == 0 ? o.max_total_bytes : o.max_bytes_per_peer;
+  return l;
+}
+
 class ServerShared {
  public:
-  explicit ServerShared(const ServerOptions& options) : options(options) {}
+  explicit ServerShared(const ServerOptions& options)
+      : options(options), admission(AdmissionLimits(options)) {}
   const ServerOptions options;
   RunningKernels running_kernels;
-
-  // Reserves `bytes` of ServerOptions::max_total_bytes; false if they do
-  // not fit (nothing reserved). `in_use` gets the bytes reserved before.
-  bool Reserve(uint64_t bytes, uint64_t& in_use) {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_use = reserved_;
-    if (bytes > options.max_total_bytes - reserved_) return false;
-    reserved_ += bytes;
-    return true;
-  }
-  void Release(uint64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    reserved_ -= bytes;
-  }
+  // Connection slots and ServerOptions::max_total_bytes, per peer.
+  internal::Admission admission;
 
   // At most ServerOptions::max_log_lines_per_second lines; what is dropped
   // is counted and reported with the next line that passes.
@@ -228,7 +229,6 @@ class ServerShared {
 
  private:
   std::mutex mu_;
-  uint64_t reserved_ = 0;  // guarded by mu_
   Deadline::Clock::time_point window_start_{};  // guarded by mu_
   size_t lines_in_window_ = 0;                  // guarded by mu_
   uint64_t suppressed_ = 0;                     // guarded by mu_
@@ -246,9 +246,18 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
         shared_(std::move(shared)),
         options_(shared_->options),
         stopping_(stopping) {}
-  ~ConnectionServer() { shared_->Release(reserved_bytes_); }
+  // The connection's slot and memory go back to the admission (by now
+  // its buffers are freed, or are being: members end after this).
+  ~ConnectionServer() {
+    if (admission_id_ != 0) shared_->admission.Release(admission_id_);
+  }
 
+  // REQUIRES: before Run(); `id` from Admission::Admit.
+  void SetAdmission(uint64_t id) { admission_id_ = id; }
   void Run();
+  // A newcomer needed this idle session's slot or memory
+  // (docs/server.md, "What one peer can hold"): logged and closed.
+  void Reclaim();
   // Disconnects the connection now (NaaServer::Shutdown): a call in flight
   // fails at the host at once. Safe from any thread.
   void Interrupt();
@@ -305,7 +314,7 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   const std::shared_ptr<ServerShared> shared_;  // outlives the server if a kernel does
   const ServerOptions& options_;                // shared_->options
   const std::atomic<bool>& stopping_;
-  uint64_t reserved_bytes_ = 0;  // of ServerOptions::max_total_bytes
+  uint64_t admission_id_ = 0;  // its slot and bytes in ServerShared::admission
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
   std::vector<WireEntry> entries_;       // MRSP order
@@ -676,6 +685,12 @@ void ConnectionServer::Run() {
   conn_.reset();
 }
 
+void ConnectionServer::Reclaim() {
+  Log("reclaimed: an idle session of the peer holding the most, taken for a newcomer "
+      "(the host reconnects on its next call)");
+  Interrupt();
+}
+
 void ConnectionServer::Interrupt() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   if (conn_) conn_->Disconnect().IgnoreError();
@@ -685,11 +700,15 @@ Status ConnectionServer::Serve() {
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kReady));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kConnected));
   NAARPC_RETURN_IF_ERROR(RunMrsp());
+  shared_->admission.HandshakeDone(admission_id_);
   for (;;) {
     uint32_t imm = 0;
     NAARPC_ASSIGN_OR_RETURN(bool got_call, WaitForCall(imm));
     if (!got_call) return Status::Ok();
+    // Reclaimed while the call came: the connection is closing anyway.
+    if (!shared_->admission.Busy(admission_id_)) return Status::Ok();
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    shared_->admission.Idle(admission_id_);
     // After a kernel timeout no later call may land in memory the kernel
     // still uses: the connection ends (docs/protocol.md 7.4).
     if (kernel_overran_) return Status::Ok();
@@ -777,13 +796,17 @@ Status ConnectionServer::RunMrsp() {
         std::to_string(options_.max_bytes_per_connection));
     return SendMrspError(MrspErrorCode::kNotEnoughMemory);
   }
-  if (uint64_t in_use = 0; !shared_->Reserve(total, in_use)) {
+  // Short of memory, idle sessions of peers holding more are reclaimed and
+  // their memory waited for (docs/server.md).
+  uint64_t in_use = 0;
+  if (Status reserved = shared_->admission.Reserve(admission_id_, total,
+                                                   Deadline::After(options_.mrsp_timeout), in_use);
+      !reserved.ok()) {
     Log("MRSP: " + std::to_string(total) + " bytes requested; the server's memory budget " +
         std::to_string(options_.max_total_bytes) + " has " + std::to_string(in_use) +
-        " in use");
+        " in use (" + reserved.message() + ")");
     return SendMrspError(MrspErrorCode::kNotEnoughMemory);
   }
-  reserved_bytes_ = total;
 
   dialect_ = Dialect::kSpec;
   bool any_plain = false;  // an entry without the internal bit
@@ -1275,15 +1298,23 @@ class NaaServer::Impl {
       }
       accepted.fetch_add(1);
       std::unique_ptr<Connection> c = std::move(conn).value();
-      std::lock_guard<std::mutex> lock(mu);
-      ReapLocked();
-      if (open >= options.max_connections) {
-        shared->Log("naarpc NAA: connection limit " + std::to_string(options.max_connections) +
-                    " reached; closing the connection from " + c->peer_name());
-        c->Disconnect().IgnoreError();
+      const std::string peer = c->peer_name();
+      auto server = std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping);
+      // A slot, per peer: short of slots, an idle session of a peer holding
+      // more is reclaimed (docs/server.md, "What one peer can hold").
+      std::weak_ptr<ConnectionServer> weak = server;
+      auto admitted = shared->admission.Admit(internal::PeerHost(peer), [weak] {
+        if (auto reclaimed = weak.lock()) reclaimed->Reclaim();
+      });
+      if (!admitted.ok()) {
+        shared->Log("naarpc NAA: " + admitted.status().message() +
+                    "; closing the connection from " + peer);
+        server->Interrupt();
         continue;
       }
-      auto server = std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping);
+      server->SetAdmission(*admitted);
+      std::lock_guard<std::mutex> lock(mu);
+      ReapLocked();
       auto it = live.insert(live.end(), server);
       try {
         workers.emplace_back([this, server, it] {
@@ -1327,6 +1358,9 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
                                                     const ServerOptions& options) {
   if (options.max_regions == 0) return InvalidArgumentError("max_regions must be > 0");
   if (options.max_connections == 0) return InvalidArgumentError("max_connections must be > 0");
+  if (options.max_handshakes_per_peer == 0) {
+    return InvalidArgumentError("max_handshakes_per_peer must be > 0");
+  }
   ServerOptions resolved = options;
   if (resolved.max_total_bytes == 0) {
     // Default: half of the physical memory.

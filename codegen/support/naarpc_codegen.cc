@@ -50,10 +50,16 @@ SessionPool::Lease SessionPool::TryAcquire(bool* may_open) {
 
 SessionPool::Lease SessionPool::TakeLocked(bool* may_open) {
   *may_open = false;
-  if (!idle_.empty()) {
-    ++in_use_;
+  while (!idle_.empty()) {
     auto s = std::move(idle_.back());
     idle_.pop_back();
+    // A session the NAA closed while it was idle (e.g. reclaimed for
+    // another peer) is dropped here, so the call opens a fresh one.
+    if (s->PeerGone()) {
+      s->Close().IgnoreError();
+      continue;
+    }
+    ++in_use_;
     return Lease(shared_from_this(), std::move(s));
   }
   if (in_use_ < max_sessions()) {

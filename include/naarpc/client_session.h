@@ -110,6 +110,10 @@ class ClientSession {
   bool call_in_flight() const;
 
   CommState state() const;
+  // Between calls: whether the NAA has closed the connection meanwhile (it
+  // may reclaim an idle session for another peer, docs/server.md); the
+  // session is then in ERROR. Never blocks. REQUIRES: no call in flight.
+  bool PeerGone();
   Dialect dialect() const;
   uint64_t calls_completed() const;
 

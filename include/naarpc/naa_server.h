@@ -101,12 +101,22 @@ struct ServerOptions {
   // Total bytes the NAA may allocate for one connection (-> 0x01).
   uint64_t max_bytes_per_connection = uint64_t{4} << 30;
   // Total bytes for all connections together (-> 0x01 for the request that
-  // would pass it); freed when a connection ends. 0 = half the physical
-  // memory.
+  // would pass it, unless idle sessions of a peer holding more bytes than
+  // the requester's peer would can be reclaimed to make room); freed when a
+  // connection ends. 0 = half the physical memory.
   uint64_t max_total_bytes = 0;
-  // Connections served at once (a thread each); one more is closed right
-  // after the transport accepted it, and logged.
+  // Connections served at once (a thread each). When all are taken, a new
+  // connection takes the least recently used idle session (between calls)
+  // of the peer holding the most connections, if that peer holds more than
+  // the newcomer's would; otherwise it is closed right after the transport
+  // accepted it, and logged (docs/server.md, "What one peer can hold").
   size_t max_connections = 256;
+  // Per peer (host address): connections (0 = max_connections), connections
+  // still in their MRSP handshake (more are closed at once), and reserved
+  // bytes (0 = max_total_bytes).
+  size_t max_connections_per_peer = 0;
+  size_t max_handshakes_per_peer = 16;
+  uint64_t max_bytes_per_peer = 0;
   // A connection without a call for this long (after the MRSP or its last
   // call) is closed; zero = never. Hosts keep idle sessions open on purpose
   // (generated clients pool them), so it is off by default.

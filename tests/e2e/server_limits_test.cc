@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
+#include "naarpc/codegen_support.h"
 #include "naarpc/naa_server.h"
+#include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/test_transport.h"
 
@@ -182,6 +184,120 @@ TEST_P(ServerLimitsTest, SilentAndGarbageHandshakesDoNotDelayALegitimateHost) {
   EXPECT_NE(lines_.All().find("is not an emulated-transport peer"), std::string::npos)
       << lines_.All();
 }
+
+// No single peer can deny service to another (docs/server.md, "What one
+// peer can hold"), with the server's default options: peer A (127.0.0.1)
+// takes what it can, then peer B (127.0.0.2, the emulated transport's
+// source address) is served. Emulated only: a second peer address on the
+// verbs side needs a second device (the guest's rxe1).
+class OnePeerCannotStarveAnother : public ServerLimitsTest {
+ protected:
+  void SetUp() override {
+    if (GetParam() != "emulated") GTEST_SKIP() << "a second peer address: emulated only";
+    ServerLimitsTest::SetUp();
+    EmulatedOptions b;
+    b.source_address = "127.0.0.2";
+    peer_b_ = NewEmulatedTransport(b);
+  }
+  // Peer B opens a session and calls: served.
+  void ExpectPeerBServed(uint64_t bytes, uint8_t seed) {
+    auto b = ClientSession::Open(*peer_b_, address_, server_->port(), EchoLayout(bytes));
+    ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << lines_.All();
+    ExpectEcho(**b, seed);
+  }
+  std::unique_ptr<Transport> peer_b_;
+};
+
+TEST_P(OnePeerCannotStarveAnother, IdleSessionsHoldingEverySlot) {
+  ServerOptions defaults;
+  Start(defaults);
+  // A holds every slot with sessions that finished the MRSP and went silent
+  // (or whose process was stopped: the same to the NAA).
+  std::vector<std::unique_ptr<ClientSession>> hog;
+  for (size_t i = 0; i < defaults.max_connections; ++i) {
+    auto a = Open(64);
+    ASSERT_TRUE(a.ok()) << i << ": " << a.status().ToString();
+    hog.push_back(std::move(a).value());
+  }
+  auto one_more = Open(64);  // A cannot take one of its own
+  EXPECT_FALSE(one_more.ok());
+  EXPECT_TRUE(lines_.WaitFor("connection limit 256 reached")) << lines_.All();
+  ExpectPeerBServed(64, 7);
+  EXPECT_TRUE(lines_.WaitFor("reclaimed: an idle session of the peer holding the most"))
+      << lines_.All();
+  ExpectPeerBServed(64, 8);  // again: A still holds more than B would
+  // A's sessions that were not reclaimed still work.
+  ExpectEcho(*hog.back(), 9);
+}
+
+// A generated client's pooled session reclaimed while idle: its next call
+// opens a fresh session instead of failing, once the NAA has a slot.
+TEST_P(OnePeerCannotStarveAnother, APooledSessionReclaimedWhileIdleIsReopened) {
+  ServerOptions options;
+  options.max_connections = 4;
+  Start(options);
+  auto pool = std::make_shared<codegen::SessionPool>(*transport_, address_, server_->port(),
+                                                     "Echo", EchoLayout(64),
+                                                     codegen::StubOptions{});
+  auto call = [&] {
+    auto lease = pool->Acquire(Deadline::After(20s));
+    if (!lease.ok()) return lease.status();
+    return lease->Call(kEcho, Deadline::After(20s), {});
+  };
+  ASSERT_TRUE(call().ok());  // the pool's session, now the least recently used
+  std::vector<std::unique_ptr<ClientSession>> others;
+  for (int i = 0; i < 3; ++i) {
+    auto a = Open(64);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    others.push_back(std::move(a).value());
+  }
+  ExpectPeerBServed(64, 12);  // takes the pool's idle session
+  ASSERT_TRUE(lines_.WaitFor("reclaimed: an idle session")) << lines_.All();
+  // B has closed its session again: A's three are left, one slot is free.
+  ASSERT_TRUE(server_->WaitForOpenConnectionsAtMost(3, Deadline::After(20s)));
+  Status st = call();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+TEST_P(OnePeerCannotStarveAnother, ConnectionsThatNeverStartTheirMrsp) {
+  Start({});
+  // A connects (the transport's hello) and sends nothing more, many times.
+  std::vector<std::unique_ptr<Connection>> silent;
+  for (int i = 0; i < 1000; ++i) {
+    auto c = transport_->Connect(address_, server_->port(), Deadline::After(20s));
+    if (c.ok()) silent.push_back(std::move(c).value());
+  }
+  EXPECT_TRUE(lines_.WaitFor("peer 127.0.0.1 has 16 connections in their MRSP handshake "
+                             "(limit per peer 16)"))
+      << lines_.All();
+  ExpectPeerBServed(4096, 10);
+  EXPECT_LE(server_->connections_open(), 16u + 1u);
+}
+
+TEST_P(OnePeerCannotStarveAnother, SessionsHoldingTheWholeMemoryBudget) {
+  ServerOptions options;
+  options.max_total_bytes = 64 << 20;
+  Start(options);
+  // A's four sessions ask for (almost) the whole budget (in + out: 2 x 8
+  // MiB each, less the spec dialect's metadata region), then write nothing.
+  std::vector<std::unique_ptr<ClientSession>> hog;
+  for (int i = 0; i < 4; ++i) {
+    auto a = Open((8 << 20) - 64);
+    ASSERT_TRUE(a.ok()) << i << ": " << a.status().ToString();
+    hog.push_back(std::move(a).value());
+  }
+  auto one_more = Open(1 << 20);  // A cannot reclaim its own
+  EXPECT_FALSE(one_more.ok());
+  EXPECT_TRUE(lines_.WaitFor("bytes requested; the server's memory budget 67108864 has"))
+      << lines_.All();
+  ExpectPeerBServed(1 << 20, 11);
+  EXPECT_TRUE(lines_.WaitFor("reclaimed: an idle session of the peer holding the most"))
+      << lines_.All();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, OnePeerCannotStarveAnother,
+                         ::testing::Values("emulated", "verbs"),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Transports, ServerLimitsTest, ::testing::Values("emulated", "verbs"),
                          [](const auto& info) { return info.param; });

@@ -233,11 +233,18 @@ struct ConnectAttempt {
   bool timed_out = false;
 };
 
-ConnectAttempt ConnectTo(const SockAddr& addr, Deadline deadline) {
+// `source`: the local address to bind first, or null.
+ConnectAttempt ConnectTo(const SockAddr& addr, const SockAddr* source, Deadline deadline) {
   ConnectAttempt out;
   out.fd = UniqueFd(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (out.fd.get() < 0) {
     out.err = errno;
+    return out;
+  }
+  if (source != nullptr && source->family() == addr.family() &&
+      ::bind(out.fd.get(), source->get(), source->length) != 0) {
+    out.err = errno;
+    out.fd.Reset();
     return out;
   }
   if (::connect(out.fd.get(), addr.get(), addr.length) == 0) return out;
@@ -1595,13 +1602,19 @@ class EmuTransport final : public Transport {
     if (port == 0) return InvalidArgumentError("emulated transport: Connect to port 0");
     NAARPC_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, Resolve(host, port, /*passive=*/false));
     const std::string target = HostPort(host, port);
+    std::optional<SockAddr> source;
+    if (!opts_.source_address.empty()) {
+      auto local = Resolve(opts_.source_address, 0, /*passive=*/false);
+      if (!local.ok()) return local.status().WithContext("emulated transport: source address");
+      source = local->front();
+    }
     for (int attempt = 0;; ++attempt) {
       // Each address in turn (a name may have IPv6 and IPv4 ones); the
       // first that accepts wins, otherwise the first address's error.
       ConnectAttempt c;
       int first_err = 0;
       for (const SockAddr& addr : addrs) {
-        c = ConnectTo(addr, deadline);
+        c = ConnectTo(addr, source ? &*source : nullptr, deadline);
         if (c.timed_out) {
           return DeadlineExceededError("emulated transport: connecting to " + target +
                                        " timed out");

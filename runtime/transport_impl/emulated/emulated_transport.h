@@ -68,6 +68,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/fault_injection.h"
@@ -100,6 +101,10 @@ struct EmulatedOptions {
   // kResourceExhausted while this many receives are posted and not yet
   // consumed by a message. 0 = unbounded.
   uint32_t recv_queue_depth = 64;
+  // Local address connections leave from (bound before connecting), as
+  // NAA_LOCAL_IP selects the device on verbs; empty = the route's. E.g. a
+  // second peer on one machine: "127.0.0.2".
+  std::string source_address;
   // Optional fault injection (tests only); shared by all connections.
   std::shared_ptr<FaultInjector> faults;
 };
