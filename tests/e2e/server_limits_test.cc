@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "naarpc/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "runtime/transport_impl/emulated/fault_injection.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/test_transport.h"
 
@@ -293,6 +295,38 @@ TEST_P(OnePeerCannotStarveAnother, SessionsHoldingTheWholeMemoryBudget) {
   ExpectPeerBServed(1 << 20, 11);
   EXPECT_TRUE(lines_.WaitFor("reclaimed: an idle session of the peer holding the most"))
       << lines_.All();
+}
+
+// A call whose request stops in the middle of its data (the host announced
+// a large write, sent part of it, and went silent): the NAA breaks the
+// connection after EmulatedOptions::stall_timeout and frees its memory, so
+// a peer that needs the whole budget is served.
+TEST_P(OnePeerCannotStarveAnother, ACallThatStopsInTheMiddleOfItsData) {
+  ServerOptions options;
+  options.max_total_bytes = 64 << 20;
+  EmulatedOptions naa;
+  naa.stall_timeout = 200ms;
+  transport_ = NewEmulatedTransport(naa);  // the NAA's
+  Start(options);
+  FaultRule stall;
+  stall.opcode = WorkOpcode::kRdmaWriteWithImm;
+  stall.action = FaultAction::StallMidMessage(1 << 20);
+  EmulatedOptions a;
+  a.faults = std::make_shared<ScriptedFaultInjector>(std::vector<FaultRule>{stall});
+  auto peer_a = NewEmulatedTransport(a);
+  // Its request: 32 MiB in, 32 MiB out (less the metadata region): the budget.
+  auto session = ClientSession::Open(*peer_a, address_, server_->port(),
+                                     EchoLayout((32 << 20) - 64));
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  // A's own deadline is far away: only the NAA can end this call soon.
+  std::future<Status> call = std::async(std::launch::async, [&] {
+    return (*session)->Call(kEcho, Deadline::After(600s));
+  });
+  EXPECT_TRUE(server_->WaitForOpenConnectionsAtMost(0, Deadline::After(60s)))
+      << "the stalled call still holds its connection";
+  ExpectPeerBServed((32 << 20) - 64, 13);
+  const Status st = call.get();
+  EXPECT_EQ(st.code(), StatusCode::kDisconnected) << st.ToString();  // the NAA gave up on it
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, OnePeerCannotStarveAnother,

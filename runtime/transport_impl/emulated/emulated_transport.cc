@@ -441,6 +441,7 @@ class EmuConnection final : public Connection {
     uint32_t rkey = 0;
     uint32_t imm = 0;
     uint32_t corrupt_off = UINT32_MAX;
+    uint32_t stall_after = UINT32_MAX;  // kStallMidMessage: payload bytes sent
     Clock::time_point not_before{};
   };
   struct SendWr {
@@ -473,6 +474,7 @@ class EmuConnection final : public Connection {
     bool is_ctrl = false;
     uint64_t seq = 0;  // request frames only
     uint64_t sent = 0;
+    uint64_t stall_at = UINT64_MAX;  // kStallMidMessage: nothing is sent past it
     uint64_t total() const { return kHdrSize + len; }
   };
 
@@ -539,6 +541,11 @@ class EmuConnection final : public Connection {
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
   void Pump();
   std::optional<Clock::time_point> NextTimer() const;
+  // (Re)arms the stall deadline of a message in progress; `looked`: a read
+  // (or a poll for input) has just been made, so a deadline already passed
+  // means its bytes really stopped: the connection breaks. Only then: a
+  // receiver that was busy elsewhere reads what came first.
+  void WatchStall(bool looked);
   void EnqueueFrame(const SendWr& w);
   void UpdateCtrl();
   bool Push();
@@ -565,6 +572,12 @@ class EmuConnection final : public Connection {
 
   bool broken_ = false;
   bool reading_after_send_error_ = false;  // Push's ReadInput after EPIPE/ECONNRESET
+  bool output_stalled_ = false;  // fault injection: a sender stopped mid-message
+  // EmulatedOptions::stall_timeout: when the message being received ends,
+  // unless its bytes progress; the message (seq) and bytes it last saw.
+  std::optional<Clock::time_point> stall_deadline_;
+  uint64_t stall_seq_ = 0;
+  uint32_t stall_done_ = 0;
   std::string broken_reason_;
   struct CqEntry {
     Completion completion;
@@ -748,6 +761,9 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
         case FaultAction::Kind::kSwapWithNext:
           hold = sendable;
           break;
+        case FaultAction::Kind::kStallMidMessage:
+          w.msg.stall_after = a.corrupt_offset;
+          break;
       }
     }
     // The copy: its own request frame, right after the original's.
@@ -796,6 +812,7 @@ void EmuConnection::ProgressUntil(Deadline deadline, Ready&& ready) {
     if (ready() || broken_) return;
     const bool want_out = Push();  // also flushes coalesced acks
     if (broken_) return;
+    WatchStall(/*looked=*/false);  // a message in progress: its deadline is a timer
     std::optional<Clock::time_point> timer = NextTimer();
     if (!want_out && !timer && BlockingRead(deadline)) {
       if (ready() || broken_ || deadline.expired()) return;
@@ -813,6 +830,7 @@ void EmuConnection::ProgressUntil(Deadline deadline, Ready&& ready) {
       if (p.revents & (POLLIN | POLLHUP | POLLERR)) ReadInput();
       if (!broken_ && (p.revents & POLLOUT)) Push();
     }
+    WatchStall(/*looked=*/true);
     Pump();
     if (ready() || broken_ || deadline.expired()) return;
   }
@@ -853,6 +871,7 @@ Result<size_t> EmuConnection::TryPollCompletions(std::span<Completion> out) {
     Pump();
     Push();
     if (!broken_) ReadInput();
+    WatchStall(/*looked=*/true);
     Pump();
   }
   if (!cq_.empty()) return DrainCq(out);
@@ -989,11 +1008,36 @@ void EmuConnection::Pump() {
 }
 
 std::optional<Clock::time_point> EmuConnection::NextTimer() const {
-  if (broken_ || next_tx_seq_ >= next_seq_) return std::nullopt;
-  if (rnr_pause_until_) return rnr_pause_until_;
-  const SendWr& w = sq_[next_tx_seq_ - sq_.front().seq];
-  if (w.fail == CompletionStatus::kSuccess && !w.held && w.msg.delayed) return w.msg.not_before;
-  return std::nullopt;
+  if (broken_) return std::nullopt;
+  std::optional<Clock::time_point> send;
+  if (next_tx_seq_ < next_seq_) {
+    const SendWr& w = sq_[next_tx_seq_ - sq_.front().seq];
+    if (rnr_pause_until_) {
+      send = rnr_pause_until_;
+    } else if (w.fail == CompletionStatus::kSuccess && !w.held && w.msg.delayed) {
+      send = w.msg.not_before;
+    }
+  }
+  if (!stall_deadline_) return send;
+  return send ? std::min(*send, *stall_deadline_) : stall_deadline_;
+}
+
+void EmuConnection::WatchStall(bool looked) {
+  if (broken_ || opts_.stall_timeout.count() <= 0 || !in_payload_) {
+    stall_deadline_.reset();
+    return;
+  }
+  const Clock::time_point now = Clock::now();
+  if (!stall_deadline_ || in_hdr_.seq != stall_seq_ || in_done_ != stall_done_) {
+    stall_deadline_ = now + opts_.stall_timeout;
+    stall_seq_ = in_hdr_.seq;
+    stall_done_ = in_done_;
+    return;
+  }
+  if (!looked || now < *stall_deadline_) return;
+  Break("the peer stopped sending in the middle of a message: " + std::to_string(in_done_) +
+        " of its " + std::to_string(in_hdr_.length) + " bytes, nothing more for " +
+        std::to_string(opts_.stall_timeout.count()) + " ms (EmulatedOptions::stall_timeout)");
 }
 
 void EmuConnection::EnqueueFrame(const SendWr& w) {
@@ -1015,6 +1059,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   f.payload = m.payload;
   f.len = m.len;
   f.seq = w.seq;
+  if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
   if (m.corrupt_off < m.len) {
     f.corrupt_off = m.corrupt_off;
     f.corrupt_byte = static_cast<uint8_t>(m.payload[m.corrupt_off] ^ 0xff);
@@ -1054,7 +1099,7 @@ void EmuConnection::UpdateCtrl() {
 // Writes as much of the output queue as the socket takes. Returns true if
 // bytes remain (wait for POLLOUT).
 bool EmuConnection::Push() {
-  if (broken_) return false;
+  if (broken_ || output_stalled_) return false;
   UpdateCtrl();
   while (!outq_.empty()) {
     iovec iov[kMaxIov];
@@ -1071,6 +1116,12 @@ bool EmuConnection::Push() {
         seg_ptr[3] = f.payload + f.corrupt_off + 1;
         seg_len[3] = f.len - f.corrupt_off - 1;
       }
+      // A stalled message ends what goes out: its first bytes, then nothing.
+      const uint64_t limit = std::min(f.stall_at, f.total());
+      for (uint64_t upto = 0; uint64_t& l : seg_len) {
+        l = std::min(l, limit - upto);
+        upto += l;
+      }
       uint64_t skip = f.sent;
       for (int s = 0; s < 4; ++s) {
         if (skip >= seg_len[s]) {
@@ -1086,6 +1137,11 @@ bool EmuConnection::Push() {
         skip = 0;
         if (total >= kMaxBytesPerSend) break;
       }
+      if (limit < f.total()) break;  // nothing after a stalled message
+    }
+    if (n == 0) {  // all that is left is behind a stalled message
+      output_stalled_ = true;
+      return false;
     }
     msghdr mh{};
     mh.msg_iov = iov;
@@ -1113,6 +1169,11 @@ bool EmuConnection::Push() {
       f.sent += take;
       left -= take;
       if (f.sent == f.total()) outq_.pop_front();
+    }
+    if (!outq_.empty() && outq_.front().sent == std::min(outq_.front().stall_at,
+                                                         outq_.front().total())) {
+      output_stalled_ = true;  // a stopped sender: nothing more, ever
+      return false;
     }
     if (static_cast<size_t>(sent) < total) return true;
   }

@@ -101,6 +101,11 @@ struct EmulatedOptions {
   // kResourceExhausted while this many receives are posted and not yet
   // consumed by a message. 0 = unbounded.
   uint32_t recv_queue_depth = 64;
+  // A message (SEND or RDMA write) whose bytes stop arriving for this long
+  // breaks the connection, as an RC queue pair's transport timer would end
+  // a stalled transfer: a peer that announces a large write and goes silent
+  // does not hold the connection (and the NAA memory behind it). 0 = never.
+  std::chrono::milliseconds stall_timeout{10'000};
   // Local address connections leave from (bound before connecting), as
   // NAA_LOCAL_IP selects the device on verbs; empty = the route's. E.g. a
   // second peer on one machine: "127.0.0.2".

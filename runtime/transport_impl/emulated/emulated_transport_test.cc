@@ -1956,3 +1956,62 @@ TEST(EmulatedTransport, PeerProcessKilledMidTransfer) {
 
 }  // namespace
 }  // namespace naarpc
+
+namespace naarpc {
+namespace {
+
+// A sender that stops in the middle of a message (StallMidMessage) holds the
+// receiver's connection only for stall_timeout: then the receiver breaks it,
+// naming how much of the message came, and its posted receive is flushed.
+TEST(EmulatedTransport, AMessageThatStopsMidWayBreaksTheConnection) {
+  FaultRule rule;
+  rule.listener_side = false;
+  rule.opcode = WorkOpcode::kRdmaWriteWithImm;
+  rule.action = FaultAction::StallMidMessage(1000);
+  EmulatedOptions o;
+  o.faults = std::make_shared<ScriptedFaultInjector>(std::vector<FaultRule>{rule});
+  o.stall_timeout = std::chrono::milliseconds(100);
+  auto t = NewEmulatedTransport(o);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 64 << 10);
+  Buf recv = Reg(*p.server, 16);
+  Buf src = Reg(*p.client, 64 << 10, kAccessLocalWrite, 7);
+  ASSERT_TRUE(p.server->PostRecv(42, recv.all()).ok());
+  SendRequest w;
+  w.wr_id = 1;
+  w.opcode = WorkOpcode::kRdmaWriteWithImm;
+  w.local = src.all();
+  w.remote_addr = target.addr();
+  w.rkey = target.mr->rkey();
+  w.imm_data = 5;
+  ASSERT_TRUE(p.client->PostSend(std::span<const SendRequest>(&w, 1)).ok());
+  // The receiver polls (with a deadline far beyond the stall timeout) until
+  // the connection is down: first the flushed receive, then kDisconnected.
+  const Deadline deadline = Deadline::After(std::chrono::seconds(60));
+  std::vector<Completion> got;
+  Status down;
+  while (down.ok()) {
+    ASSERT_FALSE(deadline.expired());
+    Completion c[4];
+    auto n = p.server->PollCompletions(c, deadline);
+    if (!n.ok()) {
+      down = n.status();
+      break;
+    }
+    got.insert(got.end(), c, c + *n);
+  }
+  EXPECT_EQ(down.code(), StatusCode::kDisconnected) << down.ToString();
+  EXPECT_NE(p.server->down_reason().find("stopped sending in the middle of a message: 1000 of "
+                                         "its 65536 bytes"),
+            std::string::npos)
+      << p.server->down_reason();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 42u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
+  EXPECT_EQ(target.data[999], 7);   // what came landed
+  EXPECT_EQ(target.data[1000], 0);  // nothing more
+}
+
+}  // namespace
+}  // namespace naarpc

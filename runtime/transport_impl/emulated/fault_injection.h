@@ -33,10 +33,12 @@ struct FaultAction {
     kLoseMessage,
     kDuplicate,
     kSwapWithNext,
+    kStallMidMessage,
   };
   Kind kind = Kind::kNone;
   std::chrono::microseconds delay{0};  // kDelay
-  uint32_t corrupt_offset = 0;         // kCorruptPayload: byte to flip (xor 0xff)
+  uint32_t corrupt_offset = 0;         // kCorruptPayload: byte to flip (xor 0xff);
+                                       // kStallMidMessage: payload bytes sent
 
   // kDropConnection: the socket is shut down before this WR goes out; both
   // sides see a disconnect (this WR and all outstanding work are flushed).
@@ -71,6 +73,13 @@ struct FaultAction {
   // outstanding one if the connection breaks. Ignored if either WR failed
   // locally (bad lkey).
   static FaultAction SwapWithNext() { return {Kind::kSwapWithNext, {}, 0}; }
+  // kStallMidMessage: the sender puts this message's header and its first
+  // `bytes` payload bytes on the wire, then nothing more at all, as a
+  // process stopped mid-send (the connection stays open). Clamped to the
+  // payload's length.
+  static FaultAction StallMidMessage(uint32_t bytes) {
+    return {Kind::kStallMidMessage, {}, bytes};
+  }
 };
 
 class FaultInjector {
