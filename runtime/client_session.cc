@@ -71,8 +71,8 @@ class ClientSession::Impl {
     bool input = false;
     uint32_t chunk = 0, window = 0;
     internal::StreamOutbound outbound;  // input: the chunks we write
-    internal::StreamInbound inbound;    // output: the chunks the NAA writes
-    uint64_t credited = 0;              // output: credits sent (one per chunk, 15.3)
+    internal::StreamInbound inbound;    // output: the chunks the NAA writes, our credits
+    const std::string& name() const { return inbound.name(); }
     bool ended() const { return input ? outbound.ended() : inbound.ended(); }
     std::string Totals() const { return input ? outbound.Totals() : inbound.Totals(); }
   };
@@ -723,7 +723,6 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
   for (Stream& st : streams) {
     st.outbound.Reset();
     st.inbound.Reset();
-    st.credited = 0;
   }
   bool answered = false;
   std::array<Completion, 8> batch;
@@ -734,13 +733,13 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       const Param& p = params[st.param];
       if (!st.input) {
         // One credit per chunk (the NAA posted a receive for each).
-        while (st.credited < st.inbound.received()) {
+        while (st.inbound.credited() < st.inbound.received()) {
+          if (send_budget.NeedsReclaim(1)) break;
           NAARPC_ASSIGN_OR_RETURN(
               bool posted,
               PostFrame({p.mr->remote_addr(), 0, p.mr->lkey()}, st.wire->peer_addr,
-                        st.wire->peer_rkey, EncodeStreamCredit(uint8_t(i), st.credited + 1, false)));
-          if (!posted) break;
-          ++st.credited;
+                        st.wire->peer_rkey, st.inbound.TakeCredit(uint8_t(i), false)));
+          if (!posted) return InternalError("send queue full after the budget allowed a credit");
         }
         continue;
       }
@@ -751,13 +750,12 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
         if (!st.outbound.stop()) {
           Result<size_t> n = handler.Produce(i, std::span<std::byte>(p.data + slot, st.chunk));
           if (!n.ok()) {
-            return n.status().WithContext("stream " + Quote(p.spec.name) + ": producing chunk " +
+            return n.status().WithContext(st.name() + ": producing chunk " +
                                           std::to_string(st.outbound.sent()));
           }
           if (*n > st.chunk) {
-            return InvalidArgumentError("stream " + Quote(p.spec.name) + ": Produce returned " +
-                                        std::to_string(*n) + " bytes for a chunk of " +
-                                        std::to_string(st.chunk));
+            return InvalidArgumentError(st.name() + ": Produce returned " + std::to_string(*n) +
+                                        " bytes for a chunk of " + std::to_string(st.chunk));
           }
           len = *n;
         }
@@ -781,8 +779,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     if (!n.ok()) return n.status().WithContext("streaming");
     if (*n == 0 && deadline.expired()) {
       std::string state;
-      for (const Stream& st : streams) state += "; stream " + Quote(params[st.param].spec.name) +
-                                                ": " + st.Totals();
+      for (const Stream& st : streams) state += "; " + st.name() + ": " + st.Totals();
       return DeadlineExceededError(
           std::string(answered ? "the NAA answered, but our last write was not acknowledged"
                                : "no status from the NAA") +
@@ -816,9 +813,8 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
         const bool timeout = DecodeStatusImmediate(c.imm_data) == kNaaStatusKernelTimeout;
         for (const Stream& st : streams) {
           if (!timeout && (!st.ended() || (st.input && !st.outbound.all_consumed()))) {
-            return ProtocolError("the NAA sent its status before stream " +
-                                 Quote(params[st.param].spec.name) + " ended (" + st.Totals() +
-                                 ")");
+            return ProtocolError("the NAA sent its status before " + st.name() + " ended (" +
+                                 st.Totals() + ")");
           }
         }
         answered = true;
@@ -833,21 +829,19 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
                              std::to_string(streams.size()) + " stream(s) of this routine");
       }
       Stream& st = streams[f->stream];
-      const std::string name = "stream " + Quote(params[st.param].spec.name);
       if (f->credit) {
-        if (!st.input) return ProtocolError("the NAA credited output " + name);
+        if (!st.input) return ProtocolError("the NAA credited output " + st.name());
         NAARPC_RETURN_IF_ERROR(st.outbound.OnCredit(*f, c.byte_len));
         continue;
       }
-      if (st.input) return ProtocolError("the NAA wrote a chunk into input " + name);
+      if (st.input) return ProtocolError("the NAA wrote a chunk into input " + st.name());
       const uint64_t sequence = st.inbound.received();
-      const uint64_t slot = (sequence % st.window) * st.chunk;
-      NAARPC_ASSIGN_OR_RETURN(const uint32_t length,
-                              st.inbound.OnChunk(*f, c.byte_len, st.credited));
-      const Param& p = params[st.param];
-      NAARPC_RETURN_IF_ERROR(
-          handler.Consume(f->stream, std::span<const std::byte>(p.data + slot, length), f->end)
-              .WithContext(name + ": consuming chunk " + std::to_string(sequence)));
+      NAARPC_ASSIGN_OR_RETURN(const uint32_t length, st.inbound.OnChunk(*f, c.byte_len));
+      const std::byte* chunk = params[st.param].data + st.inbound.SlotOffset(sequence);
+      if (Status s = handler.Consume(f->stream, std::span<const std::byte>(chunk, length), f->end);
+          !s.ok()) {
+        return s.WithContext(st.name() + ": consuming chunk " + std::to_string(sequence));
+      }
       // The receive the chunk consumed is replaced for the next one.
       NAARPC_RETURN_IF_ERROR(PostDataRecv());
     }

@@ -389,7 +389,6 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   void Reset() {
     inbound_.Reset();
     outbound_.Reset();
-    consumed_ = 0;
     end_read_ = ended_ = holding_ = slot_open_ = false;
     stop_ = false;
     fill_ = 0;
@@ -409,13 +408,14 @@ class ConnectionServer::StreamImpl final : public NaaStream {
       return std::span<const std::byte>();
     }
     NAARPC_RETURN_IF_ERROR(
-        cs_.PumpUntil(lock, [this] { return inbound_.received() > consumed_; },
+        cs_.PumpUntil(lock, [this] { return inbound_.received() > inbound_.credited(); },
                       "the host's next chunk"));
-    const uint32_t len = lengths_[consumed_ % window_];
+    const uint64_t k = inbound_.credited();  // the next chunk to consume
+    const uint32_t len = lengths_[k % window_];
     holding_ = true;
-    if (inbound_.ended() && consumed_ + 1 == inbound_.received()) end_read_ = true;
+    if (inbound_.ended() && k + 1 == inbound_.received()) end_read_ = true;
     if (end_read_ && len == 0) return ReleaseTheEnd(lock);
-    return std::span<const std::byte>(ring_ + (consumed_ % window_) * chunk_, len);
+    return std::span<const std::byte>(ring_ + inbound_.SlotOffset(k), len);
   }
 
   Result<std::span<std::byte>> NextSlot() override {
@@ -472,9 +472,8 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   // Hands the held chunk's slot back: one credit.
   Status Release(std::unique_lock<std::mutex>& lock) {
     holding_ = false;
-    ++consumed_;
     return cs_.PostStreamFrame(lock, {local_addr_, 0, lkey_}, host_.addr, host_.rkey,
-                               EncodeStreamCredit(index_, consumed_, stop_));
+                               inbound_.TakeCredit(index_, stop_));
   }
 
   Result<std::span<std::byte>> NextSlotLocked(std::unique_lock<std::mutex>& lock) {
@@ -527,7 +526,7 @@ class ConnectionServer::StreamImpl final : public NaaStream {
     }
     if (!input_) return ProtocolError("the host wrote a chunk into output " + which);
     const uint64_t sequence = inbound_.received();
-    NAARPC_ASSIGN_OR_RETURN(const uint32_t length, inbound_.OnChunk(f, byte_len, consumed_));
+    NAARPC_ASSIGN_OR_RETURN(const uint32_t length, inbound_.OnChunk(f, byte_len));
     lengths_[sequence % window_] = length;
     return Status::Ok();
   }
@@ -544,7 +543,6 @@ class ConnectionServer::StreamImpl final : public NaaStream {
   std::vector<uint32_t> lengths_;  // input: length of the chunk in each slot
   internal::StreamInbound inbound_;    // input: the host's chunks
   internal::StreamOutbound outbound_;  // output: our chunks and their credits
-  uint64_t consumed_ = 0;     // input: chunks consumed (and credited)
   bool end_read_ = false;     // input: the chunk handed out is the end
   bool ended_ = false;
   bool holding_ = false;      // input: a chunk is handed out
@@ -645,13 +643,13 @@ Status ConnectionServer::FinishStreams() {
           NAARPC_RETURN_IF_ERROR(st->Release(lock));
           continue;
         }
-        if (st->consumed_ < st->inbound_.received()) {
+        if (st->inbound_.credited() < st->inbound_.received()) {
           st->holding_ = true;
           continue;
         }
         if (st->inbound_.ended()) break;
         NAARPC_RETURN_IF_ERROR(PumpUntil(
-            lock, [&] { return st->inbound_.received() > st->consumed_; },
+            lock, [&] { return st->inbound_.received() > st->inbound_.credited(); },
             "the rest of an input stream"));
       }
     } else {

@@ -18,8 +18,7 @@ std::string Mismatch(const char* what, uint32_t received, uint64_t expected) {
 
 }  // namespace
 
-Result<uint32_t> StreamInbound::OnChunk(const StreamFrame& f, uint32_t byte_len,
-                                        uint64_t credited) {
+Result<uint32_t> StreamInbound::OnChunk(const StreamFrame& f, uint32_t byte_len) {
   if (ended_) {
     return ProtocolError(shape_.name + ": chunk " + std::to_string(f.value) +
                          " after the end of the stream (" + Totals() + ")");
@@ -39,10 +38,10 @@ Result<uint32_t> StreamInbound::OnChunk(const StreamFrame& f, uint32_t byte_len,
                          "but the last carries the chunk size " +
                          std::to_string(shape_.chunk_size) + ")");
   }
-  if (received_ - credited >= shape_.window) {
+  if (received_ - credited_ >= shape_.window) {
     return ProtocolError(shape_.name + ": chunk " + std::to_string(received_) +
                          " overwrote an unconsumed slot (window " + std::to_string(shape_.window) +
-                         ", " + std::to_string(credited) + " credited)");
+                         ", " + std::to_string(credited_) + " credited)");
   }
   ++received_;
   bytes_ += byte_len;

@@ -30,11 +30,13 @@ void ExpectError(const Status& s, std::initializer_list<const char*> parts) {
 TEST(StreamInbound, TakesChunksInOrderAndCountsTheTotals) {
   StreamInbound in({"stream 'data'", kChunk, kWindow});
   for (uint64_t k = 0; k < 10; ++k) {
-    Result<uint32_t> n = in.OnChunk(Chunk(k), kChunk, k);  // each credited before the next
+    Result<uint32_t> n = in.OnChunk(Chunk(k), kChunk);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     EXPECT_EQ(*n, kChunk);
+    // Consumed and credited before the next: credits count 1, 2, 3, ...
+    EXPECT_EQ(in.TakeCredit(5, false), EncodeStreamCredit(5, k + 1, false));
   }
-  Result<uint32_t> end = in.OnChunk(Chunk(10, true), 7, 10);
+  Result<uint32_t> end = in.OnChunk(Chunk(10, true), 7);
   ASSERT_TRUE(end.ok()) << end.status().ToString();
   EXPECT_EQ(*end, 7u);
   EXPECT_TRUE(in.ended());
@@ -43,57 +45,58 @@ TEST(StreamInbound, TakesChunksInOrderAndCountsTheTotals) {
   EXPECT_EQ(in.Totals(), "11 chunk(s), 40967 bytes received, ended");
   // A full end chunk and an empty one are both ends.
   in.Reset();
-  EXPECT_TRUE(in.OnChunk(Chunk(0, true), kChunk, 0).ok());
+  EXPECT_TRUE(in.OnChunk(Chunk(0, true), kChunk).ok());
   EXPECT_TRUE(in.ended());
   in.Reset();
-  EXPECT_TRUE(in.OnChunk(Chunk(0, true), 0, 0).ok());
+  EXPECT_TRUE(in.OnChunk(Chunk(0, true), 0).ok());
   EXPECT_EQ(in.bytes(), 0u);
 }
 
 TEST(StreamInbound, ALostChunkIsNamed) {
   StreamInbound in({"stream 'data'", kChunk, kWindow});
-  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk, 0).ok());
-  ExpectError(in.OnChunk(Chunk(2), kChunk, 1).status(),
+  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk).ok());
+  ExpectError(in.OnChunk(Chunk(2), kChunk).status(),
               {"stream 'data'", "chunk 2 arrived where 1 was expected", "lost or reordered",
                "1 chunk(s), 4096 bytes received"});
   // The end chunk too carries its number: a chunk lost just before it shows.
   in.Reset();
-  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk, 0).ok());
-  ExpectError(in.OnChunk(Chunk(2, true), 5, 1).status(), {"chunk 2 arrived where 1"});
+  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk).ok());
+  ExpectError(in.OnChunk(Chunk(2, true), 5).status(), {"chunk 2 arrived where 1"});
 }
 
 TEST(StreamInbound, ADuplicatedOrReorderedChunkIsNamed) {
   StreamInbound in({"stream 3", kChunk, kWindow});
-  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk, 0).ok());
-  ASSERT_TRUE(in.OnChunk(Chunk(1), kChunk, 0).ok());
-  ExpectError(in.OnChunk(Chunk(1), kChunk, 2).status(),
+  ASSERT_TRUE(in.OnChunk(Chunk(0), kChunk).ok());
+  ASSERT_TRUE(in.OnChunk(Chunk(1), kChunk).ok());
+  ExpectError(in.OnChunk(Chunk(1), kChunk).status(),
               {"stream 3", "chunk 1 arrived where 2 was expected", "duplicated or reordered"});
-  ExpectError(in.OnChunk(Chunk(0), kChunk, 2).status(), {"chunk 0 arrived where 2"});
+  ExpectError(in.OnChunk(Chunk(0), kChunk).status(), {"chunk 0 arrived where 2"});
 }
 
 TEST(StreamInbound, SequenceNumbersWrapAt2To24) {
   StreamInbound in({"s", 1, 1});
   const uint64_t wrap = uint64_t{1} << 24;
   for (uint64_t k = 0; k < wrap + 2; ++k) {
-    ASSERT_TRUE(in.OnChunk(Chunk(k), 1, k).ok()) << k;
+    ASSERT_TRUE(in.OnChunk(Chunk(k), 1).ok()) << k;
+    in.TakeCredit(0, false);
   }
   EXPECT_EQ(in.received(), wrap + 2);
-  ExpectError(in.OnChunk(Chunk(wrap + 3), 1, wrap + 2).status(),
+  ExpectError(in.OnChunk(Chunk(wrap + 3), 1).status(),
               {"chunk 3 arrived where 2 was expected"});
 }
 
 TEST(StreamInbound, LengthsEndAndWindow) {
   StreamInbound in({"s", kChunk, kWindow});
-  ExpectError(in.OnChunk(Chunk(0), kChunk - 1, 0).status(),
+  ExpectError(in.OnChunk(Chunk(0), kChunk - 1).status(),
               {"chunk 0 of 4095 bytes without the end bit", "chunk size 4096"});
-  ExpectError(in.OnChunk(Chunk(0, true), kChunk + 1, 0).status(),
+  ExpectError(in.OnChunk(Chunk(0, true), kChunk + 1).status(),
               {"4097 bytes, larger than the chunk size 4096"});
-  for (uint64_t k = 0; k < kWindow; ++k) ASSERT_TRUE(in.OnChunk(Chunk(k), kChunk, 0).ok());
-  ExpectError(in.OnChunk(Chunk(kWindow), kChunk, 0).status(),
+  for (uint64_t k = 0; k < kWindow; ++k) ASSERT_TRUE(in.OnChunk(Chunk(k), kChunk).ok());
+  ExpectError(in.OnChunk(Chunk(kWindow), kChunk).status(),
               {"chunk 4 overwrote an unconsumed slot (window 4, 0 credited)"});
   in.Reset();
-  ASSERT_TRUE(in.OnChunk(Chunk(0, true), 1, 0).ok());
-  ExpectError(in.OnChunk(Chunk(1), kChunk, 1).status(), {"chunk 1 after the end of the stream"});
+  ASSERT_TRUE(in.OnChunk(Chunk(0, true), 1).ok());
+  ExpectError(in.OnChunk(Chunk(1), kChunk).status(), {"chunk 1 after the end of the stream"});
 }
 
 TEST(StreamOutbound, SendsWithinTheWindowAndTakesOneCreditPerChunk) {
