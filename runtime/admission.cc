@@ -190,6 +190,24 @@ Status Admission::Reserve(uint64_t id, uint64_t bytes, Deadline deadline, uint64
   return Status::Ok();
 }
 
+void Admission::Closed(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  Peer& p = peers_[c.peer];
+  if (c.state == State::kHandshake) {
+    --p.handshakes;
+    c.state = State::kBusy;  // never a victim, never counted as a handshake again
+  }
+  if (!c.reclaimed) {
+    c.reclaimed = true;
+    --connections_;
+    --p.connections;
+    p.releasing += c.bytes;
+  }
+}
+
 void Admission::Release(uint64_t id) {
   ReclaimFn drop;  // destroyed outside the lock
   {

@@ -56,7 +56,10 @@ class Admission {
   // and waits (until `deadline`) for them to release theirs. On refusal,
   // `in_use` is what the server's budget had reserved.
   Status Reserve(uint64_t id, uint64_t bytes, Deadline deadline, uint64_t& in_use);
-  // The connection is gone: its slot and bytes are free.
+  // The connection has ended: its slot is free now; its bytes stay reserved
+  // until Release (its memory may outlive the connection briefly).
+  void Closed(uint64_t id);
+  // The connection and its memory are gone: its slot and bytes are free.
   void Release(uint64_t id);
 
   size_t connections() const;

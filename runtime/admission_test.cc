@@ -130,5 +130,24 @@ TEST(Admission, NothingIsReclaimedWhenItWouldNotBeEnoughOrNotFair) {
   EXPECT_TRUE(closed.empty());
 }
 
+TEST(Admission, AClosedConnectionFreesItsSlotAtOnceAndItsBytesOnRelease) {
+  Admission a(Limits(1, 100));
+  auto first = a.Admit("A", nullptr);
+  ASSERT_TRUE(first.ok());
+  uint64_t in_use = 0;
+  ASSERT_TRUE(a.Reserve(*first, 80, Deadline::After(std::chrono::seconds(0)), in_use).ok());
+  a.Closed(*first);  // in its handshake still: that count goes too
+  EXPECT_EQ(a.connections(), 0u);
+  EXPECT_EQ(a.reserved_bytes(), 80u);
+  auto second = a.Admit("A", nullptr);  // the slot, and a handshake, are free
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  auto refused = a.Reserve(*second, 40, Deadline::After(std::chrono::seconds(0)), in_use);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.ToString();
+  a.Release(*first);
+  EXPECT_EQ(a.reserved_bytes(), 0u);
+  EXPECT_TRUE(a.Reserve(*second, 40, Deadline::After(std::chrono::seconds(0)), in_use).ok());
+  EXPECT_EQ(a.reclaimed(), 0u);  // closing is not reclaiming
+}
+
 }  // namespace
 }  // namespace naarpc::internal

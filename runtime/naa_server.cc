@@ -679,8 +679,13 @@ void ConnectionServer::Run() {
   for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
   mrsp_recv_mr_.reset();
-  std::lock_guard<std::mutex> lock(conn_mu_);
-  conn_.reset();
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    conn_.reset();
+  }
+  // The slot is free before the server counts the connection closed; the
+  // bytes go back when the memory does (~ConnectionServer).
+  if (admission_id_ != 0) shared_->admission.Closed(admission_id_);
 }
 
 void ConnectionServer::Reclaim() {
