@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtime/admission.h"
+#include "runtime/event_engine.h"
 #include "runtime/metadata.h"
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
@@ -39,7 +40,8 @@ using internal::WriteSlice;
 
 namespace {
 
-// Idle connections wake this often to notice Shutdown(); no busy polling.
+// A streaming kernel's waits for the host wake this often to notice
+// Shutdown() and a kernel timeout; no busy polling.
 constexpr auto kStopCheckInterval = std::chrono::milliseconds(200);
 
 // One MRSP entry as the host sent it, and where it lives on the NAA.
@@ -65,9 +67,9 @@ struct Group {
   uint32_t chunk = 0;  // streams: the chunk size (docs/protocol.md 15.1)
 };
 
-// Runs kernels that have a time limit on one long-lived thread per
-// connection (a thread per call would cost a thread start on every call).
-// A kernel that overruns its limit is abandoned: the thread finishes it on
+// Runs a kernel that has a time limit on a thread of its own, long-lived
+// and reused across calls and connections (KernelWorkers): a thread per
+// call would cost a thread start on every call. A kernel that overruns its limit is abandoned: the thread finishes it on
 // its own and then exits; whatever the job holds (the connection's memory)
 // lives until then.
 class KernelWorker {
@@ -150,7 +152,32 @@ class KernelWorker {
   std::thread thread_;  // last: starts after state_
 };
 
-// Serves one connection: MRSP, then calls until the peer leaves.
+// Idle kernel workers, shared by a server's connections: there are as many
+// as kernels with a time limit run at once (plus abandoned ones finishing),
+// not one per connection.
+class KernelWorkers {
+ public:
+  std::unique_ptr<KernelWorker> Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!idle_.empty()) {
+        auto w = std::move(idle_.back());
+        idle_.pop_back();
+        return w;
+      }
+    }
+    return std::make_unique<KernelWorker>();
+  }
+  void Give(std::unique_ptr<KernelWorker> worker) {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(worker));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<KernelWorker>> idle_;  // guarded by mu_
+};
+
 // Kernels running on kernel workers, abandoned ones included. Shared: an
 // abandoned kernel may outlive the server.
 struct RunningKernels {
@@ -194,6 +221,7 @@ class ServerShared {
       : options(options), admission(AdmissionLimits(options)) {}
   const ServerOptions options;
   RunningKernels running_kernels;
+  KernelWorkers kernel_workers;
   // Connection slots and ServerOptions::max_total_bytes, per peer.
   internal::Admission admission;
 
@@ -234,41 +262,64 @@ class ServerShared {
   uint64_t suppressed_ = 0;                     // guarded by mu_
 };
 
+// Serves one connection: MRSP, then calls until the peer leaves. Driven by
+// the server's EventEngine: each Drive() takes what has completed, answers
+// the MRSP, runs the calls that came (on the engine thread that took the
+// event) and arms the connection's notification again.
 // Owned by a shared_ptr: a kernel that overran its time limit keeps the
 // connection's memory alive (not its connection) until it returns.
-class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
+class ConnectionServer final : public internal::Driven,
+                               public std::enable_shared_from_this<ConnectionServer> {
  public:
   ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
-                   std::shared_ptr<ServerShared> shared, const std::atomic<bool>& stopping)
+                   std::shared_ptr<ServerShared> shared, const std::atomic<bool>& stopping,
+                   internal::EventEngine& engine)
       : conn_(std::move(conn)),
         peer_(conn_->peer_name()),
         handler_(handler),
         shared_(std::move(shared)),
         options_(shared_->options),
-        stopping_(stopping) {}
+        stopping_(stopping),
+        engine_(engine) {}
   // The connection's slot and memory go back to the admission (by now
   // its buffers are freed, or are being: members end after this).
   ~ConnectionServer() {
     if (admission_id_ != 0) shared_->admission.Release(admission_id_);
   }
 
-  // REQUIRES: before Run(); `id` from Admission::Admit.
+  // REQUIRES: before Begin(); `id` from Admission::Admit.
   void SetAdmission(uint64_t id) { admission_id_ = id; }
-  void Run();
+  // Called once, when the connection has ended (Ended()).
+  void SetOnEnd(std::function<void()> on_end) { on_end_ = std::move(on_end); }
+  // Before the engine drives it: the MRSP buffers, the receive for the
+  // host's request.
+  Status Begin();
+  // Ends a connection that Begin() or the engine refused.
+  void Abort(Status why);
+
+  int fd() const override { return fd_; }
+  std::optional<Deadline> Drive() override;
+  // Disconnects the connection now (NaaServer::Shutdown): a call in flight
+  // fails at the host at once. Safe from any thread.
+  void Interrupt() override;
+  void Ended() override;
   // A newcomer needed this idle session's slot or memory
   // (docs/server.md, "What one peer can hold"): logged and closed.
   void Reclaim();
-  // Disconnects the connection now (NaaServer::Shutdown): a call in flight
-  // fails at the host at once. Safe from any thread.
-  void Interrupt();
 
  private:
-  Status Serve();
-  Status RunMrsp();
+  enum class Phase : uint8_t { kMrsp, kServing, kEnded };
+  // Takes every completion there is, answers the MRSP, runs the calls that
+  // came; returns once the connection is armed to wait (or has ended:
+  // phase_ kEnded).
+  Status Progress();
+  Status OnMrspRequest(const Completion& c);
+  Status ServeQueuedCalls();
+  // After the connection ended (Drive, Abort): logs why, ends the host's
+  // access (disconnect, registrations).
+  void Finish(const Status& why);
   Status SendMrspError(MrspErrorCode code);
   Status PostDataRecv();
-  // Waits for the next call's WRITE_WITH_IMM; false if the peer left.
-  Result<bool> WaitForCall(uint32_t& imm);
   // Handles one data-phase completion: queues a call's immediate, frees send
   // slots. Sets `host_left` on a flush.
   Status OnDataCompletion(const Completion& c, bool& host_left);
@@ -278,10 +329,13 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
   void BuildCallTemplate(const std::vector<size_t>& returns);
   uint8_t RunKernel(NaaCall& call);
-  // Called when a wait for a call came back empty: logs a connection idle
-  // past ServerOptions::idle_log_after, once per idle spell; true once it
-  // has been idle past ServerOptions::idle_timeout (then it is closed).
+  // After each Drive() while serving: logs a connection idle past
+  // ServerOptions::idle_log_after, once per idle spell; true once it has
+  // been idle past ServerOptions::idle_timeout (then it is closed). Reads
+  // the clock only if one of them is set.
   bool NoteIdle();
+  // When NoteIdle has something to do next; infinite if nothing.
+  Deadline IdleDeadline() const;
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
@@ -314,6 +368,11 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   const std::shared_ptr<ServerShared> shared_;  // outlives the server if a kernel does
   const ServerOptions& options_;                // shared_->options
   const std::atomic<bool>& stopping_;
+  internal::EventEngine& engine_;
+  std::function<void()> on_end_;
+  int fd_ = -1;                // conn_->notify_fd()
+  Phase phase_ = Phase::kMrsp;
+  Deadline mrsp_deadline_ = Deadline::Infinite();
   uint64_t admission_id_ = 0;  // its slot and bytes in ServerShared::admission
   StateMachine sm_{Role::kNaa};
   Dialect dialect_ = Dialect::kSpec;
@@ -344,12 +403,8 @@ class ConnectionServer : public std::enable_shared_from_this<ConnectionServer> {
   // Spec dialect: the metadata bytes the cached returns_ were resolved from.
   std::vector<uint8_t> resolved_metadata_;
   bool resolved_reference_ = false;
-  std::unique_ptr<KernelWorker> worker_;  // for kernels with a time limit
-  bool kernel_overran_ = false;           // worker_ abandoned; the connection ends
-  Deadline stop_check_ = Deadline::Infinite();  // bounds a wait for a call
-  bool renew_stop_check_ = true;
-  // Idle logging (ServerOptions::idle_log_after), checked on idle wake-ups
-  // only: no clock read per call.
+  bool kernel_overran_ = false;  // its kernel worker abandoned; the connection ends
+  // Idle logging and closing (ServerOptions::idle_log_after, idle_timeout).
   uint64_t calls_at_idle_check_ = UINT64_MAX;
   Deadline::Clock::time_point idle_since_{};
   bool idle_logged_ = false;
@@ -665,20 +720,22 @@ void ConnectionServer::Log(const std::string& line) const {
   shared_->Log("naarpc NAA [" + peer_ + "]: " + line);
 }
 
-void ConnectionServer::Run() {
-  Status s = Serve();
-  if (!s.ok() && s.code() != StatusCode::kDisconnected) {
+void ConnectionServer::Finish(const Status& why) {
+  phase_ = Phase::kEnded;
+  if (!why.ok() && why.code() != StatusCode::kDisconnected) {
     sm_.Fail();
-    Log(s.ToString());
+    Log(why.ToString());
   }
   // A kernel that overran its limit is not waited for: it was abandoned and
   // holds this object (the regions' memory) until it returns; the host's
   // access ends here, with the connection and the registrations.
-  worker_.reset();
   conn_->Disconnect().IgnoreError();
   for (auto& g : groups_) g.mr.reset();
   mrsp_send_mr_.reset();
   mrsp_recv_mr_.reset();
+}
+
+void ConnectionServer::Ended() {
   {
     std::lock_guard<std::mutex> lock(conn_mu_);
     conn_.reset();
@@ -686,6 +743,12 @@ void ConnectionServer::Run() {
   // The slot is free before the server counts the connection closed; the
   // bytes go back when the memory does (~ConnectionServer).
   if (admission_id_ != 0) shared_->admission.Closed(admission_id_);
+  if (auto on_end = std::exchange(on_end_, nullptr)) on_end();
+}
+
+void ConnectionServer::Abort(Status why) {
+  Finish(why);
+  Ended();
 }
 
 void ConnectionServer::Reclaim() {
@@ -699,26 +762,15 @@ void ConnectionServer::Interrupt() {
   if (conn_) conn_->Disconnect().IgnoreError();
 }
 
-Status ConnectionServer::Serve() {
+Status ConnectionServer::Begin() {
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kReady));
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kConnected));
-  NAARPC_RETURN_IF_ERROR(RunMrsp());
-  shared_->admission.HandshakeDone(admission_id_);
-  for (;;) {
-    uint32_t imm = 0;
-    NAARPC_ASSIGN_OR_RETURN(bool got_call, WaitForCall(imm));
-    if (!got_call) return Status::Ok();
-    // Reclaimed while the call came: the connection is closing anyway.
-    if (!shared_->admission.Busy(admission_id_)) return Status::Ok();
-    NAARPC_RETURN_IF_ERROR(HandleCall(imm));
-    shared_->admission.Idle(admission_id_);
-    // After a kernel timeout no later call may land in memory the kernel
-    // still uses: the connection ends (docs/protocol.md 7.4).
-    if (kernel_overran_) return Status::Ok();
+  mrsp_deadline_ = Deadline::After(options_.mrsp_timeout);
+  fd_ = conn_->notify_fd();
+  if (fd_ < 0) {
+    return FailedPreconditionError("the " + peer_ +
+                              " connection has no notify_fd: the NAA's engine cannot drive it");
   }
-}
-
-Status ConnectionServer::RunMrsp() {
   NAARPC_ASSIGN_OR_RETURN(mrsp_send_buf_, Buffer::Allocate(kMaxMrspMessageSize));
   NAARPC_ASSIGN_OR_RETURN(mrsp_recv_buf_, Buffer::Allocate(kMaxMrspMessageSize));
   NAARPC_ASSIGN_OR_RETURN(mrsp_send_mr_, conn_->RegisterMemory(mrsp_send_buf_.data(),
@@ -727,30 +779,113 @@ Status ConnectionServer::RunMrsp() {
                           conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
                                                 kAccessLocalWrite));
   data_recv_buffer_ = internal::WholeRegion(*mrsp_recv_mr_);
-  const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
-  NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn_, recv_id, *mrsp_recv_mr_));
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspReceiving));
+  NAARPC_RETURN_IF_ERROR(
+      internal::PostReceive(*conn_, MakeWrId(WrKind::kMrspRecv, 0), *mrsp_recv_mr_));
+  return sm_.Transition(CommState::kMrspReceiving);
+}
 
-  uint32_t len = 0;
-  Status polled = internal::PollUntil(
-      *conn_, Deadline::After(options_.mrsp_timeout), "waiting for the host's MRSP request",
-      [&](const Completion& c, bool& done) -> Status {
-        if (c.status != CompletionStatus::kSuccess) {
-          return internal::CompletionFailure(c, "MRSP receive", *conn_);
-        }
-        if (c.wr_id != recv_id || c.opcode != WorkOpcode::kRecv) {
-          return ProtocolError("expected the MRSP request (a SEND) first");
-        }
-        len = c.byte_len;
-        done = true;
-        return Status::Ok();
-      });
-  if (polled.code() == StatusCode::kDeadlineExceeded) {
-    return DeadlineExceededError(
-        "no MRSP request within " + std::to_string(options_.mrsp_timeout.count()) +
-        " ms of connecting (a NAAICE host sends it at once: the peer is not one, or is stuck)");
+std::optional<Deadline> ConnectionServer::Drive() {
+  if (phase_ != Phase::kEnded) {
+    Status s = Progress();
+    if (s.ok() && phase_ == Phase::kServing && NoteIdle()) phase_ = Phase::kEnded;
+    if (!s.ok() || phase_ == Phase::kEnded) {
+      Finish(s);
+      return std::nullopt;
+    }
   }
-  NAARPC_RETURN_IF_ERROR(polled);
+  if (phase_ == Phase::kEnded) return std::nullopt;
+  return phase_ == Phase::kMrsp ? mrsp_deadline_ : IdleDeadline();
+}
+
+Status ConnectionServer::Progress() {
+  std::array<Completion, 8> batch;
+  bool armed = false;
+  for (;;) {
+    Result<size_t> n = conn_->TryPollCompletions(batch);
+    if (!n.ok()) return n.status();  // kDisconnected: the host left
+    for (size_t i = 0; i < *n; ++i) {
+      if (phase_ == Phase::kMrsp) {
+        NAARPC_RETURN_IF_ERROR(OnMrspRequest(batch[i]));
+      } else {
+        // The whole batch: a result write's completion after a call's must
+        // not be lost (it frees send slots).
+        bool host_left = false;
+        NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
+        if (host_left) return DisconnectedError("the host left");
+      }
+      if (phase_ == Phase::kEnded) return Status::Ok();
+    }
+    if (queued_count_ > 0) {
+      NAARPC_RETURN_IF_ERROR(ServeQueuedCalls());
+      if (phase_ == Phase::kEnded) return Status::Ok();
+      armed = false;  // the calls polled for themselves
+      continue;
+    }
+    if (*n > 0) continue;
+    if (phase_ == Phase::kMrsp && mrsp_deadline_.expired()) {
+      return DeadlineExceededError(
+          "no MRSP request within " + std::to_string(options_.mrsp_timeout.count()) +
+          " ms of connecting (a NAAICE host sends it at once: the peer is not one, or is stuck)");
+    }
+    // Nothing left: arm, poll once more (a completion may have raced the
+    // arming), then let the descriptor wait (transport.h, notify_fd).
+    if (!armed) {
+      NAARPC_RETURN_IF_ERROR(conn_->RequestNotify(NotifyMode::kNextCompletion));
+      armed = true;
+      continue;
+    }
+    Result<bool> event = conn_->WaitNotify(Deadline::Now());
+    if (!event.ok()) {
+      // Down: what is left comes as flushed work, then kDisconnected.
+      Result<size_t> left = conn_->TryPollCompletions(batch);
+      if (!left.ok()) return left.status();
+      if (*left == 0) return event.status();
+      for (size_t i = 0; i < *left; ++i) {
+        if (phase_ == Phase::kMrsp) return DisconnectedError("the host left during the MRSP");
+        bool host_left = false;
+        NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
+        if (host_left) return DisconnectedError("the host left");
+      }
+      continue;
+    }
+    if (!*event) return Status::Ok();  // armed: the descriptor signals the next step
+    armed = false;
+  }
+}
+
+Status ConnectionServer::ServeQueuedCalls() {
+  while (queued_count_ > 0) {
+    const uint32_t imm = queued_calls_[queued_head_];
+    queued_head_ = (queued_head_ + 1) % queued_calls_.size();
+    --queued_count_;
+    // Reclaimed while the call came: the connection is closing anyway.
+    if (!shared_->admission.Busy(admission_id_)) {
+      phase_ = Phase::kEnded;
+      return Status::Ok();
+    }
+    engine_.BeforeBlocking();  // the kernel may take long: others are served meanwhile
+    NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    shared_->admission.Idle(admission_id_);
+    // After a kernel timeout no later call may land in memory the kernel
+    // still uses: the connection ends (docs/protocol.md 7.4).
+    if (kernel_overran_) {
+      phase_ = Phase::kEnded;
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Status ConnectionServer::OnMrspRequest(const Completion& c) {
+  if (c.status != CompletionStatus::kSuccess) {
+    return internal::CompletionFailure(c, "MRSP receive", *conn_);
+  }
+  if (c.wr_id != MakeWrId(WrKind::kMrspRecv, 0) || c.opcode != WorkOpcode::kRecv) {
+    return ProtocolError("expected the MRSP request (a SEND) first");
+  }
+  const uint32_t len = c.byte_len;
+  // Reserving may wait for reclaimed memory, registering takes time.
+  engine_.BeforeBlocking();
   auto msg = DecodeMrsp(std::span<const uint8_t>(
       reinterpret_cast<const uint8_t*>(mrsp_recv_buf_.data()), len));
   if (!msg.ok()) return msg.status().WithContext("MRSP request from the host");
@@ -926,8 +1061,11 @@ Status ConnectionServer::RunMrsp() {
   send_budget_ = SendQueueBudget(conn_->send_queue_depth(), std::max<uint32_t>(max_requests, 1));
   send_budget_.OnPosted(1, true, send_id);
   // The send completes when the host acknowledges it; a call may already be
-  // on its way, so completions of either kind are handled in WaitForCall.
-  return sm_.Transition(CommState::kMrspDone);
+  // on its way: completions of either kind are handled as data completions.
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspDone));
+  shared_->admission.HandshakeDone(admission_id_);
+  phase_ = Phase::kServing;
+  return Status::Ok();
 }
 
 Status ConnectionServer::SendMrspError(MrspErrorCode code) {
@@ -946,6 +1084,7 @@ Status ConnectionServer::SendMrspError(MrspErrorCode code) {
                                  });
   if (!s.ok() && s.code() != StatusCode::kDisconnected) Log(s.ToString());
   sm_.Fail();  // the connection ends here
+  phase_ = Phase::kEnded;
   return Status::Ok();
 }
 
@@ -998,39 +1137,6 @@ Status ConnectionServer::ReclaimSendQueue() {
       });
 }
 
-Result<bool> ConnectionServer::WaitForCall(uint32_t& imm) {
-  std::array<Completion, 4> batch;
-  for (;;) {
-    if (queued_count_ > 0) {
-      imm = queued_calls_[queued_head_];
-      queued_head_ = (queued_head_ + 1) % queued_calls_.size();
-      --queued_count_;
-      return true;
-    }
-    if (stopping_.load(std::memory_order_relaxed)) return false;
-    // One stop-check deadline serves many calls: renewed only after a poll
-    // came back empty (it had passed), so a busy connection reads no clock.
-    if (renew_stop_check_) {
-      stop_check_ = Deadline::After(kStopCheckInterval);
-      renew_stop_check_ = false;
-    }
-    Result<size_t> n = conn_->PollCompletions(batch, stop_check_);
-    if (n.ok() && *n == 0) {
-      renew_stop_check_ = true;
-      if (NoteIdle()) return false;  // closed for idleness
-    }
-    if (!n.ok()) {
-      if (n.status().code() == StatusCode::kDisconnected) return false;  // host left
-      return n.status();
-    }
-    // The whole batch: a result write's completion after a call's must not
-    // be lost (it frees send slots).
-    bool host_left = false;
-    for (size_t i = 0; i < *n; ++i) NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
-    if (host_left) return false;
-  }
-}
-
 bool ConnectionServer::NoteIdle() {
   const auto zero = std::chrono::milliseconds::zero();
   if (options_.idle_log_after <= zero && options_.idle_timeout <= zero) return false;
@@ -1058,6 +1164,16 @@ bool ConnectionServer::NoteIdle() {
         " (connection kept open; logged once per idle spell)");
   }
   return false;
+}
+
+Deadline ConnectionServer::IdleDeadline() const {
+  const auto zero = std::chrono::milliseconds::zero();
+  Deadline next = Deadline::Infinite();
+  if (options_.idle_timeout > zero) next = Deadline::At(idle_since_ + options_.idle_timeout);
+  if (options_.idle_log_after > zero && !idle_logged_) {
+    next = Deadline::Earlier(next, Deadline::At(idle_since_ + options_.idle_log_after));
+  }
+  return next;
 }
 
 uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
@@ -1143,18 +1259,21 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   };
   const auto timeout = handler_.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
-  if (!worker_) worker_ = std::make_unique<KernelWorker>();
+  std::unique_ptr<KernelWorker> worker = shared_->kernel_workers.Take();
   shared_->running_kernels.Add();
   auto counted = [run = std::move(run), shared = shared_]() -> uint8_t {
     const uint8_t status = run();
     shared->running_kernels.Done();
     return status;
   };
-  if (std::optional<uint8_t> status = worker_->Run(std::move(counted), timeout)) return *status;
+  if (std::optional<uint8_t> status = worker->Run(std::move(counted), timeout)) {
+    shared_->kernel_workers.Give(std::move(worker));
+    return *status;
+  }
   Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
       std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
       "(the kernel runs on with its own memory)");
-  worker_->Abandon();
+  worker->Abandon();
   kernel_overran_ = true;
   {
     // A streaming kernel pumps the connection from its thread: take the
@@ -1277,9 +1396,8 @@ class NaaServer::Impl {
   std::shared_ptr<ServerShared> shared;
   std::mutex mu;
   std::condition_variable closed_cv;       // notified when `open` drops
-  std::list<std::thread> workers;          // guarded by mu
-  std::list<std::shared_ptr<ConnectionServer>> live;  // guarded by mu
-  std::list<std::thread::id> finished;     // guarded by mu
+  // Drives every connection; after `shared` (a connection ends before).
+  std::unique_ptr<internal::EventEngine> engine;
   size_t open = 0;                         // guarded by mu
   bool shut_down = false;                  // guarded by mu
 
@@ -1302,7 +1420,8 @@ class NaaServer::Impl {
       accepted.fetch_add(1);
       std::unique_ptr<Connection> c = std::move(conn).value();
       const std::string peer = c->peer_name();
-      auto server = std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping);
+      auto server =
+          std::make_shared<ConnectionServer>(std::move(c), handler, shared, stopping, *engine);
       // A slot, per peer: short of slots, an idle session of a peer holding
       // more is reclaimed (docs/server.md, "What one peer can hold").
       std::weak_ptr<ConnectionServer> weak = server;
@@ -1316,39 +1435,21 @@ class NaaServer::Impl {
         continue;
       }
       server->SetAdmission(*admitted);
-      std::lock_guard<std::mutex> lock(mu);
-      ReapLocked();
-      auto it = live.insert(live.end(), server);
-      try {
-        workers.emplace_back([this, server, it] {
-          server->Run();
-          std::lock_guard<std::mutex> l(mu);
-          live.erase(it);
-          --open;
-          finished.push_back(std::this_thread::get_id());
-          closed_cv.notify_all();
-        });
+      {
+        std::lock_guard<std::mutex> lock(mu);
         ++open;
-      } catch (const std::system_error& e) {
-        live.erase(it);
-        shared->Log(std::string("naarpc NAA: cannot start a thread for a connection (") +
-                    e.what() + "); closing it");
       }
+      server->SetOnEnd([this] {
+        std::lock_guard<std::mutex> lock(mu);
+        --open;
+        closed_cv.notify_all();
+      });
+      Status begun = server->Begin();
+      // Driven once at once: its first Drive() arms the notification
+      // (the descriptor waits for nothing before that, transport.h).
+      if (begun.ok()) begun = engine->Add(server, Deadline::Now());
+      if (!begun.ok()) server->Abort(begun);
     }
-  }
-
-  // Joins workers that have finished. REQUIRES: mu held.
-  void ReapLocked() {
-    for (auto id : finished) {
-      for (auto it = workers.begin(); it != workers.end(); ++it) {
-        if (it->get_id() == id) {
-          it->join();
-          workers.erase(it);
-          break;
-        }
-      }
-    }
-    finished.clear();
   }
 };
 
@@ -1361,6 +1462,7 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
                                                     const ServerOptions& options) {
   if (options.max_regions == 0) return InvalidArgumentError("max_regions must be > 0");
   if (options.max_connections == 0) return InvalidArgumentError("max_connections must be > 0");
+  if (options.max_threads == 0) return InvalidArgumentError("max_threads must be > 0");
   if (options.max_handshakes_per_peer == 0) {
     return InvalidArgumentError("max_handshakes_per_peer must be > 0");
   }
@@ -1372,6 +1474,12 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
         pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) / 2 : uint64_t{8} << 30;
   }
   auto impl = std::make_unique<Impl>(transport, handler, resolved);
+  internal::EventEngine::Options engine_options;
+  engine_options.threads = resolved.engine_threads;
+  engine_options.max_threads = resolved.max_threads;
+  auto engine = internal::EventEngine::Start(engine_options);
+  if (!engine.ok()) return engine.status();
+  impl->engine = std::move(engine).value();
   auto listener = transport.Listen(host, port);
   if (!listener.ok()) {
     return listener.status().WithContext("listening on " + HostPort(host, port));
@@ -1409,20 +1517,11 @@ void NaaServer::Shutdown() {
   impl_->stopping.store(true);
   impl_->listener->Shutdown();
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
-  std::list<std::thread> workers;
-  std::list<std::shared_ptr<ConnectionServer>> live;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    workers.swap(impl_->workers);
-    live = impl_->live;
-    impl_->finished.clear();
-  }
   // Every connection ends now, a call in flight too (its host gets
-  // kDisconnected); a running kernel is still waited for below (it uses the
+  // kDisconnected); a running kernel is still waited for (it uses the
   // connection's memory), one that overran its limit at most shutdown_grace.
-  for (auto& server : live) server->Interrupt();
-  live.clear();
-  for (auto& t : workers) t.join();
+  impl_->engine->InterruptAll();
+  impl_->engine->Stop();
   // What still runs now are kernels that overran their limit.
   if (size_t left = impl_->shared->running_kernels.WaitNone(impl_->options.shutdown_grace);
       left > 0) {

@@ -1,5 +1,5 @@
-// NaaServer: the software-NAA side. Listens, accepts any number of
-// connections (one thread each), answers the MRSP (allocating the requested
+// NaaServer: the software-NAA side. Listens, accepts connections (a few
+// engine threads drive all of them, docs/server.md), answers the MRSP (allocating the requested
 // regions, checking limits and NAA addresses), and for every call runs the
 // NaaHandler and writes the return region(s) back with the status immediate.
 // Serves clients of both wire dialects.
@@ -82,7 +82,7 @@ class NaaHandler {
   // Called concurrently for different connections.
   virtual uint8_t Handle(NaaCall& call) = 0;
   // Kernel time limit for `function_code`; zero = none (the kernel then runs
-  // on the connection's thread, and Shutdown waits for it). On expiry the
+  // on the engine thread that took the call, and Shutdown waits for it). On expiry the
   // host gets kNaaStatusKernelTimeout and the connection is closed: no later
   // call can land in memory the kernel still uses. The kernel runs on by
   // itself and keeps that memory until it returns; Shutdown waits for it
@@ -105,12 +105,21 @@ struct ServerOptions {
   // the requester's peer would can be reclaimed to make room); freed when a
   // connection ends. 0 = half the physical memory.
   uint64_t max_total_bytes = 0;
-  // Connections served at once (a thread each). When all are taken, a new
+  // Connections served at once (no thread each: see engine_threads; each
+  // costs descriptors and its MRSP buffers, docs/server.md). When all are
+  // taken, a new
   // connection takes the least recently used idle session (between calls)
   // of the peer holding the most connections, if that peer holds more than
   // the newcomer's would; otherwise it is closed right after the transport
   // accepted it, and logged (docs/server.md, "What one peer can hold").
-  size_t max_connections = 256;
+  size_t max_connections = 4096;
+  // Threads that wait for events of every connection and run the calls
+  // (0 = one per core). A thread about to run a call when no other waits
+  // for events starts one more, up to max_threads: a kernel that blocks or
+  // runs long holds up no other connection while fewer than max_threads
+  // calls run at once; beyond that, calls wait for a thread.
+  size_t engine_threads = 0;
+  size_t max_threads = 64;
   // Per peer (host address): connections (0 = max_connections), connections
   // still in their MRSP handshake (more are closed at once), and reserved
   // bytes (0 = max_total_bytes).

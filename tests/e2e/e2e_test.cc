@@ -499,8 +499,18 @@ class LateReplacementReceiveTransport {
       }
       return inner().PostRecv(wr_id, buffer);
     }
+    // However the NAA takes its completions (blocking or event-driven).
     Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
       NAARPC_ASSIGN_OR_RETURN(size_t n, inner().PollCompletions(out, deadline));
+      return PostHeldIfAny(n);
+    }
+    Result<size_t> TryPollCompletions(std::span<Completion> out) override {
+      NAARPC_ASSIGN_OR_RETURN(size_t n, inner().TryPollCompletions(out));
+      return PostHeldIfAny(n);
+    }
+
+   private:
+    Result<size_t> PostHeldIfAny(size_t n) {
       if (n > 0) {
         for (const Held& h : held_) {
           NAARPC_RETURN_IF_ERROR(inner().PostRecv(h.wr_id, h.buffer));
@@ -510,8 +520,6 @@ class LateReplacementReceiveTransport {
       }
       return n;
     }
-
-   private:
     struct Held {
       uint64_t wr_id;
       LocalBuffer buffer;

@@ -218,8 +218,16 @@ class StopConnection final : public naarpc::testing::ForwardingConnection {
     return inner().PostSend(requests);
   }
 
+  // However the NAA takes its completions (blocking or event-driven).
   Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
-    Result<size_t> n = inner().PollCompletions(out, deadline);
+    return StopAtACall(out, inner().PollCompletions(out, deadline));
+  }
+  Result<size_t> TryPollCompletions(std::span<Completion> out) override {
+    return StopAtACall(out, inner().TryPollCompletions(out));
+  }
+
+ private:
+  Result<size_t> StopAtACall(std::span<Completion> out, Result<size_t> n) {
     if (naa_ && n.ok()) {
       for (size_t i = 0; i < *n; ++i) {
         if (out[i].opcode == WorkOpcode::kRecvRdmaWithImm &&
@@ -232,7 +240,6 @@ class StopConnection final : public naarpc::testing::ForwardingConnection {
     return n;
   }
 
- private:
   Control& control_;
   const bool naa_;
 };

@@ -4,6 +4,7 @@
 // keep a legitimate host from calling. No sleeps: waits end on the awaited
 // event; deadlines only bound them.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -187,6 +188,51 @@ TEST_P(ServerLimitsTest, SilentAndGarbageHandshakesDoNotDelayALegitimateHost) {
       << lines_.All();
 }
 
+// Threads of this process (the test's and the server's).
+size_t ProcessThreads() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+
+// 1,000 sessions on one NAA with default options: all served, on a bounded
+// number of threads (the NAA's engine threads drive every connection).
+TEST_P(ServerLimitsTest, AThousandSessionsAreServedOnBoundedThreads) {
+  if (GetParam() != "emulated") {
+    GTEST_SKIP() << "1,000 Soft-RoCE connections in the TCG guest take minutes; the engine is "
+                    "the same code on both transports";
+  }
+  ServerOptions defaults;
+  ASSERT_GE(defaults.max_connections, 1000u);
+  const size_t threads_before = ProcessThreads();
+  Start(defaults);
+  std::vector<std::unique_ptr<ClientSession>> sessions;
+  auto open_and_call = [&](size_t count) {
+    while (sessions.size() < count) {
+      auto s = Open(64);
+      ASSERT_TRUE(s.ok()) << sessions.size() << ": " << s.status().ToString();
+      sessions.push_back(std::move(s).value());
+      ExpectEcho(*sessions.back(), uint8_t(sessions.size()));
+    }
+  };
+  open_and_call(1000);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(server_->connections_open(), 1000u);
+  // Every session is served again, the first ones included.
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    ExpectEcho(*sessions[i], uint8_t(i * 7));
+    ASSERT_FALSE(HasFatalFailure()) << "session " << i;
+  }
+  // The accept thread and the engine's threads: at most max_threads, started
+  // only while calls overlapped other work, never one per session.
+  const size_t server_threads = ProcessThreads() - threads_before;
+  EXPECT_LE(server_threads, 1 + defaults.max_threads);
+  RecordProperty("server_threads", std::to_string(server_threads));
+}
+
 // No single peer can deny service to another (docs/server.md, "What one
 // peer can hold"), with the server's default options: peer A (127.0.0.1)
 // takes what it can, then peer B (127.0.0.2, the emulated transport's
@@ -223,7 +269,9 @@ TEST_P(OnePeerCannotStarveAnother, IdleSessionsHoldingEverySlot) {
   }
   auto one_more = Open(64);  // A cannot take one of its own
   EXPECT_FALSE(one_more.ok());
-  EXPECT_TRUE(lines_.WaitFor("connection limit 256 reached")) << lines_.All();
+  EXPECT_TRUE(lines_.WaitFor("connection limit " + std::to_string(defaults.max_connections) +
+                              " reached"))
+      << lines_.All();
   ExpectPeerBServed(64, 7);
   EXPECT_TRUE(lines_.WaitFor("reclaimed: an idle session of the peer holding the most"))
       << lines_.All();

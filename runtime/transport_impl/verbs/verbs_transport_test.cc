@@ -955,8 +955,10 @@ TEST_F(VerbsTest, PredictiveWakeCanBeTurnedOff) {
   ASSERT_TRUE(PingPong(**c, **s, std::vector<std::chrono::microseconds>(8, 3ms)));
   auto stats = WaitStatsOf(**c);
   ASSERT_TRUE(stats);
-  EXPECT_GE(stats->sleeps, 8u);
+  // Whether a wait slept depends on the scheduler (a reply may come within
+  // the spin); that none was planned does not.
   EXPECT_EQ(stats->planned, 0u);
+  EXPECT_EQ(stats->planned_hits + stats->planned_early + stats->planned_misses, 0u);
 }
 
 TEST(VerbsNoDevice, WaitStatsAreVerbsOnly) {

@@ -1,0 +1,218 @@
+// EventEngine (runtime/event_engine.h): connections driven on readiness and
+// deadlines, one owner at a time, more threads only for blocked owners and
+// never more than max_threads. Behaviour only: waits below are bounded by
+// generous safety deadlines, never asserted on.
+#include "runtime/event_engine.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace naarpc::internal {
+namespace {
+
+constexpr auto kPatience = std::chrono::seconds(30);
+
+// Signals between a test and its drivens.
+struct Board {
+  std::mutex mu;
+  std::condition_variable cv;
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, kPatience, pred);
+  }
+  template <typename Fn>
+  void Change(Fn fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      fn();
+    }
+    cv.notify_all();
+  }
+};
+
+// An eventfd as its descriptor; Drive() takes what was written.
+class Counter : public Driven {
+ public:
+  explicit Counter(Board& board) : board_(board), fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Counter() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void Signal(uint64_t n = 1) { ASSERT_EQ(::write(fd_, &n, sizeof(n)), 8); }
+
+  int fd() const override { return fd_; }
+  std::optional<Deadline> Drive() override {
+    const int now_in = ++inside_;
+    uint64_t v = 0;
+    const bool got = ::read(fd_, &v, sizeof(v)) == 8;
+    board_.Change([&] {
+      max_inside_ = std::max(max_inside_, now_in);
+      ++drives_;
+      if (got) total_ += v;
+    });
+    if (block_) {
+      if (call_before_blocking_ && engine_ != nullptr) engine_->BeforeBlocking();
+      board_.Change([&] { ++blocked_; });
+      board_.WaitFor([&] { return release_; });
+      board_.Change([&] { --blocked_; });
+    }
+    --inside_;
+    if (interrupted_) return std::nullopt;
+    return std::exchange(next_, Deadline::Infinite());
+  }
+  void Interrupt() override {
+    interrupted_ = true;
+    Signal();
+  }
+  void Ended() override {
+    ::close(fd_);
+    fd_ = -1;
+    board_.Change([&] { ++ended_; });
+  }
+
+  Board& board_;
+  int fd_;
+  std::atomic<int> inside_{0};
+  std::atomic<bool> interrupted_{false};
+  Deadline next_ = Deadline::Infinite();  // what the next Drive() returns, once
+  bool block_ = false;
+  bool call_before_blocking_ = true;
+  EventEngine* engine_ = nullptr;
+  // guarded by board_.mu
+  int drives_ = 0, max_inside_ = 0, blocked_ = 0, ended_ = 0;
+  uint64_t total_ = 0;
+  bool release_ = false;
+};
+
+std::unique_ptr<EventEngine> Engine(size_t threads, size_t max_threads) {
+  auto e = EventEngine::Start({threads, max_threads});
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+TEST(EventEngine, EveryEventIsTakenByOneOwnerAtATime) {
+  Board board;
+  auto engine = Engine(2, 2);
+  auto c = std::make_shared<Counter>(board);
+  ASSERT_TRUE(engine->Add(c, Deadline::Infinite()).ok());
+  constexpr uint64_t kSignals = 20'000;
+  std::thread writer([&] {
+    for (uint64_t i = 0; i < kSignals; ++i) c->Signal();
+  });
+  writer.join();
+  EXPECT_TRUE(board.WaitFor([&] { return c->total_ == kSignals; })) << c->total_;
+  std::lock_guard<std::mutex> lock(board.mu);
+  EXPECT_EQ(c->max_inside_, 1);  // never driven by two threads at once
+}
+
+TEST(EventEngine, ADeadlineDrivesItWithoutAnEvent) {
+  Board board;
+  auto engine = Engine(1, 1);
+  auto c = std::make_shared<Counter>(board);
+  ASSERT_TRUE(engine->Add(c, Deadline::Now()).ok());
+  EXPECT_TRUE(board.WaitFor([&] { return c->drives_ >= 1; }));
+  std::lock_guard<std::mutex> lock(board.mu);
+  EXPECT_EQ(c->total_, 0u);  // nothing was written: the deadline drove it
+}
+
+TEST(EventEngine, ADeadlineSetWhileEveryThreadSleepsIsKept) {
+  Board board;
+  auto engine = Engine(2, 2);
+  auto c = std::make_shared<Counter>(board);
+  // The threads sleep with no deadline at all; the event's Drive() asks for one.
+  c->next_ = Deadline::After(std::chrono::milliseconds(1));
+  ASSERT_TRUE(engine->Add(c, Deadline::Infinite()).ok());
+  c->Signal();
+  EXPECT_TRUE(board.WaitFor([&] { return c->drives_ >= 2; }));  // the event, then the deadline
+  std::lock_guard<std::mutex> lock(board.mu);
+  EXPECT_EQ(c->total_, 1u);
+}
+
+TEST(EventEngine, ABlockedOwnerStartsAThreadSoOthersAreServed) {
+  Board board;
+  auto engine = Engine(1, 4);
+  auto slow = std::make_shared<Counter>(board);
+  slow->block_ = true;
+  slow->engine_ = engine.get();
+  auto quick = std::make_shared<Counter>(board);
+  ASSERT_TRUE(engine->Add(slow, Deadline::Infinite()).ok());
+  ASSERT_TRUE(engine->Add(quick, Deadline::Infinite()).ok());
+  slow->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return slow->blocked_ == 1; }));
+  quick->Signal();
+  EXPECT_TRUE(board.WaitFor([&] { return quick->total_ == 1; }));
+  EXPECT_EQ(engine->threads(), 2u);
+  board.Change([&] { slow->release_ = true; });
+}
+
+TEST(EventEngine, ThreadsNeverExceedMaxThreads) {
+  Board board;
+  auto engine = Engine(1, 2);
+  std::vector<std::shared_ptr<Counter>> all;
+  for (int i = 0; i < 3; ++i) {
+    all.push_back(std::make_shared<Counter>(board));
+    all.back()->block_ = true;
+    all.back()->engine_ = engine.get();
+    ASSERT_TRUE(engine->Add(all.back(), Deadline::Infinite()).ok());
+    all.back()->Signal();
+  }
+  auto blocked = [&] {
+    int n = 0;
+    for (auto& c : all) n += c->blocked_;
+    return n;
+  };
+  ASSERT_TRUE(board.WaitFor([&] { return blocked() == 2; }));
+  EXPECT_EQ(engine->threads(), 2u);
+  // The third waits for a thread; released, all three are served.
+  board.Change([&] {
+    for (auto& c : all) c->release_ = true;
+  });
+  EXPECT_TRUE(board.WaitFor([&] {
+    int done = 0;
+    for (auto& c : all) done += c->total_ == 1;
+    return done == 3;
+  }));
+  EXPECT_EQ(engine->threads(), 2u);
+}
+
+TEST(EventEngine, InterruptAllEndsEveryConnectionOnceAndClosesNothingEarly) {
+  Board board;
+  auto engine = Engine(2, 2);
+  std::vector<std::shared_ptr<Counter>> all;
+  for (int i = 0; i < 50; ++i) {
+    all.push_back(std::make_shared<Counter>(board));
+    ASSERT_TRUE(engine->Add(all.back(), Deadline::Infinite()).ok());
+  }
+  EXPECT_EQ(engine->driven(), 50u);
+  engine->InterruptAll();
+  EXPECT_EQ(engine->driven(), 0u);
+  std::lock_guard<std::mutex> lock(board.mu);
+  for (auto& c : all) {
+    EXPECT_EQ(c->ended_, 1);
+    EXPECT_EQ(c->fd_, -1);
+  }
+}
+
+TEST(EventEngine, RefusesADrivenWithoutADescriptor) {
+  Board board;
+  auto engine = Engine(1, 1);
+  auto c = std::make_shared<Counter>(board);
+  ::close(c->fd_);
+  c->fd_ = -1;
+  Status s = engine->Add(c, Deadline::Infinite());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_EQ(engine->driven(), 0u);
+}
+
+}  // namespace
+}  // namespace naarpc::internal
