@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/endpoint.h"
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
 #include "runtime/state_machine.h"
@@ -92,15 +93,10 @@ class ClientSession::Impl {
   std::vector<WireRegion> wire;      // MRSP order: [metadata], params, internal
   Buffer metadata;                   // spec dialect
   std::unique_ptr<MemoryRegion> metadata_mr;
-  Buffer mrsp_send_buf, mrsp_recv_buf;
-  std::unique_ptr<MemoryRegion> mrsp_send_mr, mrsp_recv_mr;
-  LocalBuffer data_recv_buffer;      // receives for results (the MRSP buffer)
+  // MRSP messages, receives for the NAA's writes, the send budget: what the
+  // NAA's side does alike (runtime/endpoint.h).
+  internal::Endpoint ep;
   std::vector<WriteSlice> slices;    // scratch, reused per call
-  std::vector<SendRequest> scratch;
-  SendQueueBudget send_budget;       // set once MRSP is done
-  uint64_t seq = 0;
-  uint64_t recv_seq = 0;
-  int posted_data_recvs = 0;         // receives up for the NAA's results
   uint64_t calls_completed = 0;
   std::vector<Stream> streams;       // in stream order
   uint32_t output_windows = 0;       // receives kept up for output chunks
@@ -120,11 +116,7 @@ class ClientSession::Impl {
   }
 
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
-  Status PostDataRecv() {
-    Status s = conn->PostRecv(MakeWrId(WrKind::kDataRecv, ++recv_seq), data_recv_buffer);
-    if (s.ok()) ++posted_data_recvs;
-    return s;
-  }
+  Status PostDataRecv() { return ep.PostDataRecv(); }
 
   Status BuildLayout(std::vector<RegionSpec> regions);
   Status Register();
@@ -332,14 +324,7 @@ Status ClientSession::Impl::Register() {
     if (!mr.ok()) return mr.status().WithContext("registering the metadata region");
     metadata_mr = std::move(mr).value();
   }
-  NAARPC_ASSIGN_OR_RETURN(mrsp_send_buf, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_buf, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_send_mr,
-                          conn->RegisterMemory(mrsp_send_buf.data(), mrsp_send_buf.size(), 0));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr, conn->RegisterMemory(mrsp_recv_buf.data(),
-                                                             mrsp_recv_buf.size(),
-                                                             kAccessLocalWrite));
-  data_recv_buffer = internal::WholeRegion(*mrsp_recv_mr);
+  NAARPC_RETURN_IF_ERROR(ep.SetUp(*conn));
   for (WireRegion& w : wire) {
     if (w.internal) continue;
     const MemoryRegion& mr = w.param == WireRegion::kMetadata ? *metadata_mr : *params[w.param].mr;
@@ -372,17 +357,12 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     }
     req.regions.push_back(r);
   }
-  auto encoded = EncodeMrsp(MrspMessage(req),
-                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf.data()),
-                                               mrsp_send_buf.size()));
-  if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP request");
-
   const Deadline deadline = Deadline::Earlier(call_deadline, Deadline::After(options.mrsp_timeout));
-  const uint64_t recv_id = MakeWrId(WrKind::kMrspRecv, 0);
-  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
-  NAARPC_RETURN_IF_ERROR(internal::PostReceive(*conn, recv_id, *mrsp_recv_mr));
+  const uint64_t recv_id = internal::Endpoint::MrspRecvId();
+  const uint64_t send_id = internal::Endpoint::MrspSendId();
+  NAARPC_RETURN_IF_ERROR(ep.PostMrspReceive());
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspSending));
-  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn, send_id, *mrsp_send_mr, *encoded));
+  NAARPC_RETURN_IF_ERROR(ep.SendMrsp(MrspMessage(req)));
 
   bool sent = false, received = false;
   uint32_t reply_len = 0;
@@ -432,8 +412,7 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspReceiving));
   }
 
-  auto reply = DecodeMrsp(std::span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(mrsp_recv_buf.data()), reply_len));
+  auto reply = ep.ReceivedMrsp(reply_len);
   if (!reply.ok()) return reply.status().WithContext("MRSP answer from the NAA");
   if (const auto* err = std::get_if<ErrorMessage>(&*reply)) {
     return Status(StatusCode::kMrspError,
@@ -546,10 +525,8 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
     slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
-  ++seq;
-  const uint64_t write_id = MakeWrId(WrKind::kDataWrite, seq);
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
-  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline, .write_id = write_id};
+  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline};
   // The result's receive must be up before the request leaves (the NAA may
   // answer at once); the spare of kDataRecvDepth is posted after it, while
   // the NAA works.
@@ -557,7 +534,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // Streams: the NAA may write output chunks as soon as the request lands,
   // so their receives go up first (docs/protocol.md 15.3).
   const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(output_windows);
-  while (posted_data_recvs < before) {
+  while (ep.posted_data_recvs() < before) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
@@ -565,13 +542,11 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // The NAA's answer implies our writes landed, so the final write is
   // signaled only when the send queue needs its slots back; a signaled one
   // is waited for within this call (so none is pending between calls).
-  const uint32_t requests = static_cast<uint32_t>(slices.size());
-  const bool signaled = send_budget.ShouldSignal(requests);
-  s = internal::PostWriteSequence(*conn, slices, imm, write_id, signaled, scratch);
-  if (!s.ok()) return Fail(s.WithContext("posting the input writes"));
-  send_budget.OnPosted(requests, signaled, write_id);
-  call.written = !signaled;
-  while (posted_data_recvs < internal::kDataRecvDepth) {
+  auto posted = ep.PostWrites(slices, imm);
+  if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
+  call.write_id = posted->wr_id;
+  call.written = !posted->signaled;
+  while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
@@ -585,13 +560,13 @@ Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
   }
   if (c.wr_id == call.write_id) {
     call.written = true;
-    send_budget.OnSendCompleted(c.wr_id);
+    ep.OnSendCompleted(c.wr_id);
     if (sm.state() == CommState::kDataSending) {
       NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
     }
   } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
     // Receives complete in posting order: this is the oldest posted one.
-    --posted_data_recvs;
+    ep.DataRecvConsumed();
     if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
       return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
     }
@@ -705,13 +680,9 @@ Status ClientSession::Impl::EndCall(Status s) {
 
 Result<bool> ClientSession::Impl::PostFrame(LocalBuffer local, uint64_t remote_addr,
                                             uint32_t rkey, uint32_t imm) {
-  if (send_budget.NeedsReclaim(1)) return false;
-  const bool signaled = send_budget.ShouldSignal(1);
-  const uint64_t id = MakeWrId(WrKind::kDataWrite, ++seq);
+  if (ep.send_budget().NeedsReclaim(1)) return false;
   const WriteSlice slice{local, remote_addr, rkey};
-  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn, std::span<const WriteSlice>(&slice, 1),
-                                                     imm, id, signaled, scratch));
-  send_budget.OnPosted(1, signaled, id);
+  NAARPC_RETURN_IF_ERROR(ep.PostWrites(std::span<const WriteSlice>(&slice, 1), imm).status());
   return true;
 }
 
@@ -734,7 +705,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       if (!st.input) {
         // One credit per chunk (the NAA posted a receive for each).
         while (st.inbound.credited() < st.inbound.received()) {
-          if (send_budget.NeedsReclaim(1)) break;
+          if (ep.send_budget().NeedsReclaim(1)) break;
           NAARPC_ASSIGN_OR_RETURN(
               bool posted,
               PostFrame({p.mr->remote_addr(), 0, p.mr->lkey()}, st.wire->peer_addr,
@@ -744,7 +715,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
         continue;
       }
       while (st.outbound.CanSend()) {
-        if (send_budget.NeedsReclaim(1)) break;
+        if (ep.send_budget().NeedsReclaim(1)) break;
         const uint64_t slot = st.outbound.NextSlotOffset();
         size_t len = 0;
         if (!st.outbound.stop()) {
@@ -773,7 +744,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
         }
       }
     }
-    if (answered && !send_budget.signal_pending()) return Status::Ok();
+    if (answered && !ep.send_budget().signal_pending()) return Status::Ok();
 
     Result<size_t> n = conn->PollCompletions(batch, deadline);
     if (!n.ok()) return n.status().WithContext("streaming");
@@ -792,7 +763,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
             c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "stream receive" : "stream write", *conn);
       }
       if (WrIdKind(c.wr_id) == WrKind::kDataWrite) {
-        send_budget.OnSendCompleted(c.wr_id);
+        ep.OnSendCompleted(c.wr_id);
         if (c.wr_id == write_id && sm.state() == CommState::kDataSending) {
           NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
         }
@@ -801,7 +772,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       if (WrIdKind(c.wr_id) != WrKind::kDataRecv) {
         return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
       }
-      --posted_data_recvs;
+      ep.DataRecvConsumed();
       if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
         return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
       }
@@ -886,7 +857,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;
     for (const auto& w : impl->wire) max_requests += !w.internal;
-    impl->send_budget = SendQueueBudget(impl->conn->send_queue_depth(), max_requests);
+    impl->ep.StartSendBudget(max_requests);
   }
   if (!s.ok()) {
     impl->sm.Fail();
@@ -956,8 +927,7 @@ Status ClientSession::Close() {
   // Deregister before the memory goes away, then drop the connection.
   for (auto& p : impl_->params) p.mr.reset();
   impl_->metadata_mr.reset();
-  impl_->mrsp_send_mr.reset();
-  impl_->mrsp_recv_mr.reset();
+  impl_->ep.ReleaseRegistrations();
   impl_->conn.reset();
   return s;
 }

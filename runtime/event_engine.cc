@@ -89,28 +89,21 @@ Status EventEngine::Add(std::shared_ptr<Driven> driven, Deadline deadline) {
     e->id = next_id_++;
     entries_.emplace(e->id, e);
   }
-  SetTimer(*e, deadline);
-  // Waiting before it is armed: its first event finds it claimable.
+  // Waiting before it is armed: its first event finds it claimable. Its
+  // deadline only once it is in the epoll set: a timer's owner re-arms it
+  // there.
   e->state.store(kWaiting);
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLONESHOT;
   ev.data.u64 = e->id;
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, e->fd, &ev) != 0) {
     const int err = errno;
-    uint8_t s = kWaiting;
-    if (e->state.compare_exchange_strong(s, kGone)) {  // no timer took it meanwhile
-      {
-        std::lock_guard<std::mutex> lock(timer_mu_);
-        if (e->has_timer) timers_.erase(e->timer);
-        e->has_timer = false;
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      entries_.erase(e->id);
-      none_driven_.notify_all();
-      return ResourceExhaustedError(std::string("event engine: epoll_ctl: ") + std::strerror(err));
-    }
-    // A timer drives it now; it will end on its own (its deadline passed).
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.erase(e->id);
+    if (entries_.empty()) none_driven_.notify_all();
+    return ResourceExhaustedError(std::string("event engine: epoll_ctl: ") + std::strerror(err));
   }
+  SetTimer(*e, deadline);
   return Status::Ok();
 }
 

@@ -138,6 +138,36 @@ TEST(EventEngine, ADeadlineSetWhileEveryThreadSleepsIsKept) {
   EXPECT_EQ(c->total_, 1u);
 }
 
+// A deadline that has passed when it is added drives it at once, and it is
+// armed afterwards like any other (never taken for one the engine could not
+// watch).
+TEST(EventEngine, ADeadlineDueAtAddDrivesItAndLeavesItArmed) {
+  Board board;
+  auto engine = Engine(2, 2);
+  std::vector<std::shared_ptr<Counter>> all;
+  for (int i = 0; i < 200; ++i) {
+    all.push_back(std::make_shared<Counter>(board));
+    ASSERT_TRUE(engine->Add(all.back(), Deadline::Now()).ok());
+  }
+  EXPECT_TRUE(board.WaitFor([&] {
+    for (auto& c : all) {
+      if (c->drives_ == 0) return false;
+    }
+    return true;
+  }));
+  for (auto& c : all) {
+    EXPECT_FALSE(c->interrupted_.load());
+    c->Signal();
+  }
+  EXPECT_TRUE(board.WaitFor([&] {
+    for (auto& c : all) {
+      if (c->total_ != 1) return false;
+    }
+    return true;
+  }));
+  EXPECT_EQ(engine->driven(), 200u);
+}
+
 TEST(EventEngine, ABlockedOwnerStartsAThreadSoOthersAreServed) {
   Board board;
   auto engine = Engine(1, 4);

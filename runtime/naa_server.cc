@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtime/admission.h"
+#include "runtime/endpoint.h"
 #include "runtime/event_engine.h"
 #include "runtime/metadata.h"
 #include "runtime/mrsp.h"
@@ -381,9 +382,9 @@ class ConnectionServer final : public internal::Driven,
   std::vector<size_t> param_index_;      // groups_ index of each parameter
   std::vector<size_t> internal_index_;   // groups_ index of each internal region
   size_t metadata_index_ = SIZE_MAX;     // groups_ index (spec dialect)
-  Buffer mrsp_send_buf_, mrsp_recv_buf_;
-  std::unique_ptr<MemoryRegion> mrsp_send_mr_, mrsp_recv_mr_;
-  LocalBuffer data_recv_buffer_;         // receives for calls (the MRSP buffer)
+  // MRSP messages, receives for the host's writes, the send budget: what
+  // the host's side does alike (runtime/endpoint.h).
+  internal::Endpoint ep_;
   // What a kernel sees, rebuilt only when the return regions change; each
   // call starts from a copy (a kernel may change its view, e.g. reply_length).
   std::vector<NaaRegion> params_template_, call_params_;
@@ -391,8 +392,6 @@ class ConnectionServer final : public internal::Driven,
   uint64_t returns_version_ = 0;         // bumped when returns_ is re-resolved
   uint64_t template_version_ = UINT64_MAX;
   std::vector<WriteSlice> slices_;
-  std::vector<SendRequest> scratch_;
-  SendQueueBudget send_budget_;          // set once MRSP is done
   // Calls that arrived while polling for something else, oldest first (at
   // most one per posted receive).
   std::array<uint32_t, internal::kDataRecvDepth> queued_calls_{};
@@ -408,7 +407,6 @@ class ConnectionServer final : public internal::Driven,
   uint64_t calls_at_idle_check_ = UINT64_MAX;
   Deadline::Clock::time_point idle_since_{};
   bool idle_logged_ = false;
-  uint64_t seq_ = 0;
   uint64_t calls_ = 0;
   // Streams: per connection, in stream order; the kernel may pump from its
   // worker thread while the connection thread waits for it.
@@ -618,9 +616,10 @@ Status ConnectionServer::PumpStreams(Deadline deadline) {
                  *conn_);
     }
     if (WrIdKind(c.wr_id) != WrKind::kDataRecv) {
-      send_budget_.OnSendCompleted(c.wr_id);
+      ep_.OnSendCompleted(c.wr_id);
       continue;
     }
+    ep_.DataRecvConsumed();
     if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
       return stream_error_ = ProtocolError("expected a stream frame, got a SEND");
     }
@@ -673,16 +672,11 @@ Status ConnectionServer::PostStreamFrame(std::unique_lock<std::mutex>& lock, Loc
                                          uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
   NAARPC_RETURN_IF_ERROR(stream_error_);
   NAARPC_RETURN_IF_ERROR(PumpUntil(
-      lock, [this] { return !send_budget_.NeedsReclaim(1); }, "a send-queue slot"));
-  const bool signaled = send_budget_.ShouldSignal(1);
-  const uint64_t id = MakeWrId(WrKind::kDataWrite, ++seq_);
+      lock, [this] { return !ep_.send_budget().NeedsReclaim(1); }, "a send-queue slot"));
   const WriteSlice slice{local, remote_addr, rkey};
-  if (Status s = internal::PostWriteSequence(*conn_, std::span<const WriteSlice>(&slice, 1), imm,
-                                             id, signaled, scratch_);
-      !s.ok()) {
-    return stream_error_ = s;
+  if (auto posted = ep_.PostWrites(std::span<const WriteSlice>(&slice, 1), imm); !posted.ok()) {
+    return stream_error_ = posted.status();
   }
-  send_budget_.OnPosted(1, signaled, id);
   return Status::Ok();
 }
 
@@ -731,8 +725,7 @@ void ConnectionServer::Finish(const Status& why) {
   // access ends here, with the connection and the registrations.
   conn_->Disconnect().IgnoreError();
   for (auto& g : groups_) g.mr.reset();
-  mrsp_send_mr_.reset();
-  mrsp_recv_mr_.reset();
+  ep_.ReleaseRegistrations();
 }
 
 void ConnectionServer::Ended() {
@@ -771,16 +764,8 @@ Status ConnectionServer::Begin() {
     return FailedPreconditionError("the " + peer_ +
                               " connection has no notify_fd: the NAA's engine cannot drive it");
   }
-  NAARPC_ASSIGN_OR_RETURN(mrsp_send_buf_, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_buf_, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_send_mr_, conn_->RegisterMemory(mrsp_send_buf_.data(),
-                                                               mrsp_send_buf_.size(), 0));
-  NAARPC_ASSIGN_OR_RETURN(mrsp_recv_mr_,
-                          conn_->RegisterMemory(mrsp_recv_buf_.data(), mrsp_recv_buf_.size(),
-                                                kAccessLocalWrite));
-  data_recv_buffer_ = internal::WholeRegion(*mrsp_recv_mr_);
-  NAARPC_RETURN_IF_ERROR(
-      internal::PostReceive(*conn_, MakeWrId(WrKind::kMrspRecv, 0), *mrsp_recv_mr_));
+  NAARPC_RETURN_IF_ERROR(ep_.SetUp(*conn_));
+  NAARPC_RETURN_IF_ERROR(ep_.PostMrspReceive());
   return sm_.Transition(CommState::kMrspReceiving);
 }
 
@@ -880,14 +865,13 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
   if (c.status != CompletionStatus::kSuccess) {
     return internal::CompletionFailure(c, "MRSP receive", *conn_);
   }
-  if (c.wr_id != MakeWrId(WrKind::kMrspRecv, 0) || c.opcode != WorkOpcode::kRecv) {
+  if (c.wr_id != internal::Endpoint::MrspRecvId() || c.opcode != WorkOpcode::kRecv) {
     return ProtocolError("expected the MRSP request (a SEND) first");
   }
   const uint32_t len = c.byte_len;
   // Reserving may wait for reclaimed memory, registering takes time.
   engine_.BeforeBlocking();
-  auto msg = DecodeMrsp(std::span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(mrsp_recv_buf_.data()), len));
+  auto msg = ep_.ReceivedMrsp(len);
   if (!msg.ok()) return msg.status().WithContext("MRSP request from the host");
   const auto* req = std::get_if<AdvertisementRequestMessage>(&*msg);
   if (req == nullptr) {
@@ -1048,18 +1032,13 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
     }
   }
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
-  auto encoded = EncodeMrsp(MrspMessage(adv),
-                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
-                                               mrsp_send_buf_.size()));
-  if (!encoded.ok()) return encoded.status().WithContext("encoding MRSP advertisement");
-  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 0);
-  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn_, send_id, *mrsp_send_mr_, *encoded));
+  NAARPC_RETURN_IF_ERROR(ep_.SendMrsp(MrspMessage(adv)));
   // A reply writes at most one request per parameter wire region. The MRSP
   // send is the first signaled request the budget tracks.
   uint32_t max_requests = 0;
   for (const WireEntry& e : entries_) max_requests += groups_[e.group].mr != nullptr;
-  send_budget_ = SendQueueBudget(conn_->send_queue_depth(), std::max<uint32_t>(max_requests, 1));
-  send_budget_.OnPosted(1, true, send_id);
+  ep_.StartSendBudget(max_requests);
+  ep_.send_budget().OnPosted(1, true, internal::Endpoint::MrspSendId());
   // The send completes when the host acknowledges it; a call may already be
   // on its way: completions of either kind are handled as data completions.
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspDone));
@@ -1070,12 +1049,8 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
 
 Status ConnectionServer::SendMrspError(MrspErrorCode code) {
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
-  auto encoded = EncodeMrsp(MrspMessage(ErrorMessage{static_cast<uint8_t>(code)}),
-                            std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_send_buf_.data()),
-                                               mrsp_send_buf_.size()));
-  if (!encoded.ok()) return encoded.status();
-  const uint64_t send_id = MakeWrId(WrKind::kMrspSend, 1);
-  NAARPC_RETURN_IF_ERROR(internal::PostMessage(*conn_, send_id, *mrsp_send_mr_, *encoded));
+  const uint64_t send_id = internal::Endpoint::MrspSendId(1);
+  NAARPC_RETURN_IF_ERROR(ep_.SendMrsp(MrspMessage(ErrorMessage{static_cast<uint8_t>(code)}), 1));
   // Wait (bounded) until the host has the message, then disconnect.
   Status s = internal::PollUntil(*conn_, Deadline::After(options_.mrsp_timeout),
                                  "sending MRSP error", [&](const Completion& c, bool& done) {
@@ -1088,10 +1063,7 @@ Status ConnectionServer::SendMrspError(MrspErrorCode code) {
   return Status::Ok();
 }
 
-Status ConnectionServer::PostDataRecv() {
-  ++seq_;
-  return conn_->PostRecv(MakeWrId(WrKind::kDataRecv, seq_), data_recv_buffer_);
-}
+Status ConnectionServer::PostDataRecv() { return ep_.PostDataRecv(); }
 
 Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) {
   const WrKind kind = WrIdKind(c.wr_id);
@@ -1105,9 +1077,10 @@ Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) 
   }
   if (kind != WrKind::kDataRecv) {
     // Our MRSP send or a result write.
-    send_budget_.OnSendCompleted(c.wr_id);
+    ep_.OnSendCompleted(c.wr_id);
     return Status::Ok();
   }
+  ep_.DataRecvConsumed();
   if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
     return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
   }
@@ -1132,7 +1105,7 @@ Status ConnectionServer::ReclaimSendQueue() {
         bool host_left = false;
         NAARPC_RETURN_IF_ERROR(OnDataCompletion(c, host_left));
         if (host_left) return DisconnectedError("the host left while results were written");
-        done = !send_budget_.signal_pending();
+        done = !ep_.send_budget().signal_pending();
         return Status::Ok();
       });
 }
@@ -1368,14 +1341,11 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
     slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr, e.request.rkey});
   }
   const uint32_t requests = static_cast<uint32_t>(slices_.size());
-  if (send_budget_.NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
+  if (ep_.send_budget().NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
   // The last reply of a connection is signaled and waited for, so that it
   // has left before the disconnect.
-  const bool signaled = kernel_overran_ || send_budget_.ShouldSignal(requests);
-  const uint64_t wr_id = MakeWrId(WrKind::kDataWrite, seq_);
-  NAARPC_RETURN_IF_ERROR(internal::PostWriteSequence(*conn_, slices_, EncodeStatusImmediate(dialect_, status),
-                                                     wr_id, signaled, scratch_));
-  send_budget_.OnPosted(requests, signaled, wr_id);
+  NAARPC_RETURN_IF_ERROR(
+      ep_.PostWrites(slices_, EncodeStatusImmediate(dialect_, status), kernel_overran_).status());
   if (kernel_overran_) return ReclaimSendQueue();
   return Status::Ok();
 }

@@ -256,8 +256,16 @@ class ProbeTransport final : public Transport {
       }
       return inner().PostSend(requests);
     }
+    // However the NAA takes its completions (blocking or event-driven).
     Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override {
-      Result<size_t> n = inner().PollCompletions(out, deadline);
+      return NoteAcks(out, inner().PollCompletions(out, deadline));
+    }
+    Result<size_t> TryPollCompletions(std::span<Completion> out) override {
+      return NoteAcks(out, inner().TryPollCompletions(out));
+    }
+
+   private:
+    Result<size_t> NoteAcks(std::span<Completion> out, Result<size_t> n) {
       for (size_t i = 0; n.ok() && i < *n; ++i) {
         if (out[i].opcode == WorkOpcode::kSend && out[i].status == CompletionStatus::kSuccess) {
           owner_->answer_acked.Set();
@@ -266,7 +274,6 @@ class ProbeTransport final : public Transport {
       return n;
     }
 
-   private:
     ProbeTransport* owner_;
     bool held_ = false;
   };

@@ -198,29 +198,28 @@ size_t ProcessThreads() {
   return n;
 }
 
-// 1,000 sessions on one NAA with default options: all served, on a bounded
-// number of threads (the NAA's engine threads drive every connection).
-TEST_P(ServerLimitsTest, AThousandSessionsAreServedOnBoundedThreads) {
-  if (GetParam() != "emulated") {
-    GTEST_SKIP() << "1,000 Soft-RoCE connections in the TCG guest take minutes; the engine is "
-                    "the same code on both transports";
-  }
+// 1,000 sessions on one NAA with default options (50 on verbs: a Soft-RoCE
+// connection in the TCG guest takes a large part of a second): all served,
+// on a bounded number of threads (the NAA's engine threads drive every
+// connection).
+TEST_P(ServerLimitsTest, ManySessionsAreServedOnBoundedThreads) {
+  const size_t count = GetParam() == "emulated" ? 1000 : 50;
   ServerOptions defaults;
-  ASSERT_GE(defaults.max_connections, 1000u);
+  ASSERT_GE(defaults.max_connections, count);
   const size_t threads_before = ProcessThreads();
   Start(defaults);
   std::vector<std::unique_ptr<ClientSession>> sessions;
-  auto open_and_call = [&](size_t count) {
-    while (sessions.size() < count) {
+  auto open_and_call = [&](size_t n) {
+    while (sessions.size() < n) {
       auto s = Open(64);
       ASSERT_TRUE(s.ok()) << sessions.size() << ": " << s.status().ToString();
       sessions.push_back(std::move(s).value());
       ExpectEcho(*sessions.back(), uint8_t(sessions.size()));
     }
   };
-  open_and_call(1000);
+  open_and_call(count);
   ASSERT_FALSE(HasFatalFailure());
-  EXPECT_EQ(server_->connections_open(), 1000u);
+  EXPECT_EQ(server_->connections_open(), count);
   // Every session is served again, the first ones included.
   for (size_t i = 0; i < sessions.size(); ++i) {
     ExpectEcho(*sessions[i], uint8_t(i * 7));
