@@ -31,7 +31,7 @@ class Admission {
   struct Limits {
     size_t max_connections = 256;
     size_t max_connections_per_peer = 256;
-    size_t max_handshakes_per_peer = 16;
+    size_t max_handshakes_per_peer = 128;
     uint64_t max_bytes = 0;
     uint64_t max_bytes_per_peer = 0;
   };

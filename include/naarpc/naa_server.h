@@ -124,7 +124,7 @@ struct ServerOptions {
   // still in their MRSP handshake (more are closed at once), and reserved
   // bytes (0 = max_total_bytes).
   size_t max_connections_per_peer = 0;
-  size_t max_handshakes_per_peer = 16;
+  size_t max_handshakes_per_peer = 128;
   uint64_t max_bytes_per_peer = 0;
   // A connection without a call for this long (after the MRSP or its last
   // call) is closed; zero = never. Hosts keep idle sessions open on purpose
