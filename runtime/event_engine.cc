@@ -114,6 +114,15 @@ void EventEngine::BeforeBlocking() {
   StartThread().IgnoreError();  // none to spare: the others wait for this one
 }
 
+bool EventEngine::TryLinger() {
+  if (waiting_.load(std::memory_order_relaxed) == 0) return false;
+  size_t now = lingering_.load(std::memory_order_relaxed);
+  while (now + 1 < options_.threads) {
+    if (lingering_.compare_exchange_weak(now, now + 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
 void EventEngine::InterruptAll() {
   std::vector<std::shared_ptr<Driven>> all;
   {
@@ -173,10 +182,17 @@ void EventEngine::Run(const std::shared_ptr<Entry>& e) {
 }
 
 void EventEngine::SetTimer(Entry& e, Deadline deadline) {
+  const int64_t at = deadline.infinite() ? INT64_MAX
+                                         : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                               deadline.when().time_since_epoch())
+                                               .count();
+  // A timer that fires as early or earlier is kept; one racing to fire just
+  // now asks the owner (Claim) to drive again, which sets this one anew.
+  if (e.timer_at.load(std::memory_order_acquire) <= at) return;
   std::lock_guard<std::mutex> lock(timer_mu_);
   if (e.has_timer) timers_.erase(e.timer);
-  e.has_timer = !deadline.infinite();
-  if (!e.has_timer) return;
+  e.has_timer = true;
+  e.timer_at.store(at, std::memory_order_release);
   e.timer = timers_.emplace(deadline.when(), e.id);
   if (deadline.when() < timer_fd_at_) ArmTimerFdLocked();
 }
@@ -195,6 +211,7 @@ void EventEngine::Remove(const std::shared_ptr<Entry>& e) {
     std::lock_guard<std::mutex> lock(timer_mu_);
     if (e->has_timer) timers_.erase(e->timer);
     e->has_timer = false;
+    e->timer_at.store(INT64_MAX, std::memory_order_release);
   }
   // Before the descriptor can close (its number may be reused at once).
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, e->fd, nullptr);
@@ -216,6 +233,7 @@ void EventEngine::RunTimers() {
       timers_.erase(timers_.begin());
       if (std::shared_ptr<Entry> e = Find(id)) {
         e->has_timer = false;
+        e->timer_at.store(INT64_MAX, std::memory_order_release);
         due.push_back(std::move(e));
       }
     }

@@ -72,6 +72,13 @@ class EventEngine {
   // another thread waits for events (starts one if none does and fewer
   // than max_threads run).
   void BeforeBlocking();
+  // REQUIRES: called from Drive(). The caller would like to stay with its
+  // connection a while (wait there for its next event rather than in the
+  // epoll set): true if it may, i.e. another thread waits for events and
+  // fewer than Options::threads - 1 others stay with theirs, so one always
+  // serves the rest. Then EndLinger() when it stops.
+  bool TryLinger();
+  void EndLinger() { lingering_.fetch_sub(1, std::memory_order_relaxed); }
   // Interrupts every driven connection and waits until all have ended.
   void InterruptAll();
   // Stops and joins the threads. REQUIRES: nothing driven (InterruptAll).
@@ -88,9 +95,12 @@ class EventEngine {
     std::shared_ptr<Driven> driven;
     int fd = -1;
     std::atomic<uint8_t> state{kOwned};
-    // Its place in timers_ (guarded by timer_mu_); timers_.end() if none.
+    // Its place in timers_ (guarded by timer_mu_), if has_timer.
     std::multimap<Deadline::Clock::time_point, uint64_t>::iterator timer;
     bool has_timer = false;  // guarded by timer_mu_
+    // When its timer expires (ns since the clock's epoch; INT64_MAX: none).
+    // Written under timer_mu_; read without it by the owner (SetTimer).
+    std::atomic<int64_t> timer_at{INT64_MAX};
   };
 
   explicit EventEngine(Options options) : options_(options) {}
@@ -103,6 +113,9 @@ class EventEngine {
   // Drives a claimed entry until it can wait again, re-arming it, or lets
   // it go once it has ended.
   void Run(const std::shared_ptr<Entry>& e);
+  // Lazy: a timer already set for the same time or earlier stays (when it
+  // fires, Drive() returns the later deadline), so a deadline that only
+  // moves later, as an idle deadline does with every call, costs nothing.
   void SetTimer(Entry& e, Deadline deadline);
   void Remove(const std::shared_ptr<Entry>& e);
   // On the timer descriptor's event: drives the entries whose deadline has
@@ -116,6 +129,7 @@ class EventEngine {
   UniqueFd timer_fd_;  // expires at the earliest deadline (or earlier)
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> waiting_{0};  // threads between events
+  std::atomic<size_t> lingering_{0};
   mutable std::mutex mu_;
   std::condition_variable none_driven_;
   std::list<std::thread> threads_;                                  // guarded by mu_

@@ -215,6 +215,27 @@ TEST(EventEngine, ThreadsNeverExceedMaxThreads) {
   EXPECT_EQ(engine->threads(), 2u);
 }
 
+// At most threads - 1 owners stay with their connections, and only while
+// another thread waits for events: one always serves the rest.
+TEST(EventEngine, LingeringLeavesAThreadForEveryoneElse) {
+  auto one = Engine(1, 4);
+  EXPECT_FALSE(one->TryLinger());  // a single thread never lingers
+  Board board;
+  auto engine = Engine(3, 3);
+  // Once the threads are waiting (an event each way proves they run).
+  auto c = std::make_shared<Counter>(board);
+  ASSERT_TRUE(engine->Add(c, Deadline::Infinite()).ok());
+  c->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return c->total_ == 1; }));
+  EXPECT_TRUE(engine->TryLinger());
+  EXPECT_TRUE(engine->TryLinger());
+  EXPECT_FALSE(engine->TryLinger());  // a third would leave no thread for the others
+  engine->EndLinger();
+  EXPECT_TRUE(engine->TryLinger());
+  engine->EndLinger();
+  engine->EndLinger();
+}
+
 TEST(EventEngine, InterruptAllEndsEveryConnectionOnceAndClosesNothingEarly) {
   Board board;
   auto engine = Engine(2, 2);

@@ -41,6 +41,14 @@ using internal::WriteSlice;
 
 namespace {
 
+// A host calling in a loop sends its next call about one round trip after
+// our reply. The thread that served a call waits for it on the connection
+// itself (a blocking wait, no spin) up to this long, when the engine lets it
+// (another thread keeps serving every other connection, EventEngine::
+// TryLinger), instead of going back to the epoll set at once: that saves
+// the re-arming and the wake-up of every call in a loop.
+constexpr auto kLingerAfterCall = std::chrono::milliseconds(50);
+
 // A streaming kernel's waits for the host wake this often to notice
 // Shutdown() and a kernel timeout; no busy polling.
 constexpr auto kStopCheckInterval = std::chrono::milliseconds(200);
@@ -785,8 +793,18 @@ std::optional<Deadline> ConnectionServer::Drive() {
 Status ConnectionServer::Progress() {
   std::array<Completion, 8> batch;
   bool armed = false;
+  Deadline linger = Deadline::Now();  // kLingerAfterCall after a call
+  bool lingering = false;             // counted by the engine
+  struct EndLinger {
+    internal::EventEngine& engine;
+    bool& lingering;
+    ~EndLinger() {
+      if (lingering) engine.EndLinger();
+    }
+  } end_linger{engine_, lingering};
   for (;;) {
-    Result<size_t> n = conn_->TryPollCompletions(batch);
+    Result<size_t> n = linger.expired() ? conn_->TryPollCompletions(batch)
+                                        : conn_->PollCompletions(batch, linger);
     if (!n.ok()) return n.status();  // kDisconnected: the host left
     for (size_t i = 0; i < *n; ++i) {
       if (phase_ == Phase::kMrsp) {
@@ -804,6 +822,9 @@ Status ConnectionServer::Progress() {
       NAARPC_RETURN_IF_ERROR(ServeQueuedCalls());
       if (phase_ == Phase::kEnded) return Status::Ok();
       armed = false;  // the calls polled for themselves
+      if (lingering || (lingering = engine_.TryLinger())) {
+        linger = Deadline::After(kLingerAfterCall);
+      }
       continue;
     }
     if (*n > 0) continue;
