@@ -94,6 +94,17 @@ class Counter : public Driven {
   bool release_ = false;
 };
 
+// `count` counters added to `engine`, first driven at `first`.
+std::vector<std::shared_ptr<Counter>> AddCounters(EventEngine& engine, Board& board, int count,
+                                                  Deadline first) {
+  std::vector<std::shared_ptr<Counter>> all;
+  for (int i = 0; i < count; ++i) {
+    all.push_back(std::make_shared<Counter>(board));
+    EXPECT_TRUE(engine.Add(all.back(), first).ok());
+  }
+  return all;
+}
+
 std::unique_ptr<EventEngine> Engine(size_t threads, size_t max_threads) {
   auto e = EventEngine::Start({threads, max_threads});
   EXPECT_TRUE(e.ok()) << e.status().ToString();
@@ -144,11 +155,7 @@ TEST(EventEngine, ADeadlineSetWhileEveryThreadSleepsIsKept) {
 TEST(EventEngine, ADeadlineDueAtAddDrivesItAndLeavesItArmed) {
   Board board;
   auto engine = Engine(2, 2);
-  std::vector<std::shared_ptr<Counter>> all;
-  for (int i = 0; i < 200; ++i) {
-    all.push_back(std::make_shared<Counter>(board));
-    ASSERT_TRUE(engine->Add(all.back(), Deadline::Now()).ok());
-  }
+  auto all = AddCounters(*engine, board, 200, Deadline::Now());
   EXPECT_TRUE(board.WaitFor([&] {
     for (auto& c : all) {
       if (c->drives_ == 0) return false;
@@ -239,11 +246,7 @@ TEST(EventEngine, LingeringLeavesAThreadForEveryoneElse) {
 TEST(EventEngine, InterruptAllEndsEveryConnectionOnceAndClosesNothingEarly) {
   Board board;
   auto engine = Engine(2, 2);
-  std::vector<std::shared_ptr<Counter>> all;
-  for (int i = 0; i < 50; ++i) {
-    all.push_back(std::make_shared<Counter>(board));
-    ASSERT_TRUE(engine->Add(all.back(), Deadline::Infinite()).ok());
-  }
+  auto all = AddCounters(*engine, board, 50, Deadline::Infinite());
   EXPECT_EQ(engine->driven(), 50u);
   engine->InterruptAll();
   EXPECT_EQ(engine->driven(), 0u);
