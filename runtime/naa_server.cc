@@ -741,9 +741,23 @@ void ConnectionServer::Ended() {
     std::lock_guard<std::mutex> lock(conn_mu_);
     conn_.reset();
   }
-  // The slot is free before the server counts the connection closed; the
-  // bytes go back when the memory does (~ConnectionServer).
-  if (admission_id_ != 0) shared_->admission.Closed(admission_id_);
+  // Slot and memory are free before the server counts the connection
+  // closed. Memory a kernel that overran its limit still uses goes back
+  // when it returns (~ConnectionServer); until then only the slot is free.
+  if (admission_id_ != 0) {
+    if (kernel_overran_) {
+      shared_->admission.Closed(admission_id_);
+    } else {
+      streams_.clear();
+      stream_ptrs_.clear();
+      params_template_.clear();
+      call_params_.clear();
+      internal_template_.clear();
+      call_internal_.clear();
+      groups_.clear();  // the regions' memory
+      shared_->admission.Release(std::exchange(admission_id_, 0));
+    }
+  }
   if (auto on_end = std::exchange(on_end_, nullptr)) on_end();
 }
 

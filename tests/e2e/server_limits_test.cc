@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -32,13 +34,37 @@ using namespace std::chrono_literals;
 
 constexpr uint8_t kEcho = 1;
 
+constexpr uint8_t kBlock = 2;  // waits until Release(), then echoes
+
 class Echo final : public NaaHandler {
  public:
   uint8_t Handle(NaaCall& call) override {
+    if (call.function_code == kBlock) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++blocked_;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return released_; });
+    }
     auto in = call.params[0].data, out = call.params[1].data;
     std::memcpy(out.data(), in.data(), std::min(in.size(), out.size()));
     return kNaaStatusSuccess;
   }
+  // Waits until `n` kernels block (bounded by a safety deadline).
+  bool WaitBlocked(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return blocked_ >= n; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int blocked_ = 0;       // guarded by mu_
+  bool released_ = false;  // guarded by mu_
 };
 
 std::vector<RegionSpec> EchoLayout(uint64_t bytes) {
@@ -230,6 +256,32 @@ TEST_P(ServerLimitsTest, ManySessionsAreServedOnBoundedThreads) {
   const size_t server_threads = ProcessThreads() - threads_before;
   EXPECT_LE(server_threads, 1 + defaults.max_threads);
   RecordProperty("server_threads", std::to_string(server_threads));
+}
+
+// Kernels that block hold only their own calls: with one engine thread,
+// three connections' kernels block and a fourth connection is still served
+// (the engine starts a thread for each owner about to block).
+TEST_P(ServerLimitsTest, BlockedKernelsDoNotStallOtherConnections) {
+  ServerOptions options;
+  options.engine_threads = 1;
+  Start(options);
+  std::vector<std::unique_ptr<ClientSession>> blocked;
+  std::vector<std::future<Status>> calls;
+  for (int i = 0; i < 3; ++i) {
+    auto s = Open(64);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    blocked.push_back(std::move(s).value());
+    ClientSession* session = blocked.back().get();
+    calls.push_back(std::async(std::launch::async, [session] {
+      return session->Call(kBlock, Deadline::After(60s));
+    }));
+  }
+  ASSERT_TRUE(echo_.WaitBlocked(3));
+  auto free = Open(64);
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  ExpectEcho(**free, 11);
+  echo_.Release();
+  for (auto& call : calls) EXPECT_TRUE(call.get().ok());
 }
 
 // No single peer can deny service to another (docs/server.md, "What one
