@@ -78,7 +78,11 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
     std::vector<std::future<naarpc::Status>> warm;
     for (Slot& s : slots) warm.push_back(client.AddAsync(s.a, s.b, s.out));
     for (auto& w : warm) {
-      if (!w.get().ok()) return {0, 0, 0, false};
+      const naarpc::Status st = w.get();
+      if (!st.ok()) {
+        std::fprintf(stderr, "async warm-up call: %s\n", st.ToString().c_str());
+        return {0, 0, 0, false};
+      }
     }
   }
   next = [&](Slot& s) {
