@@ -6,6 +6,16 @@
 // session (connect + MRSP, rare) and routines with streams (their sources
 // and sinks are user code that may block) run on a small AsyncRunner, as
 // do calls on a transport without notification descriptors.
+//
+// Per call, in the common case, nothing but the transport's own system
+// calls and at most one EPOLL_CTL_MOD: a session's descriptor stays in the
+// engine's epoll set for the session's life (one-shot, re-armed for the call
+// it wakes); a session whose call ended serves its pool's next call of the
+// same round without a round trip through the pool; a call's first progress
+// step waits until the round's other calls are posted (its answer may be in
+// by then); callbacks submit without a lock or a wake-up. While calls are in
+// flight and their answers came soon lately, the loop polls (yielding the
+// CPU, at most 100 us) before it sleeps.
 #ifndef NAARPC_CALL_ENGINE_H_
 #define NAARPC_CALL_ENGINE_H_
 
