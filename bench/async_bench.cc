@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -77,7 +78,11 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
     std::vector<std::future<naarpc::Status>> warm;
     for (Slot& s : slots) warm.push_back(client.AddAsync(s.a, s.b, s.out));
     for (auto& w : warm) {
-      if (!w.get().ok()) return {0, 0, 0, false};
+      const naarpc::Status st = w.get();
+      if (!st.ok()) {
+        std::fprintf(stderr, "async warm-up call: %s\n", st.ToString().c_str());
+        return {0, 0, 0, false};
+      }
     }
   }
   next = [&](Slot& s) {
@@ -157,7 +162,14 @@ int main(int argc, char** argv) {
     auto transport = naarpc::NewTransport(transport_name);
     if (!transport.ok()) _exit(1);
     vec::VectorArithServiceImpl service;
-    auto server = naarpc::NaaServer::Start(**transport, address, 0, service);
+    // Both modes connect all K sessions of a row at once (warm-up), from one
+    // peer: allow that many in their MRSP handshake (the default per-peer
+    // cap, 16, would close the rest; this measures calls, not admission).
+    naarpc::ServerOptions server_options;
+    server_options.max_handshakes_per_peer = std::max<size_t>(
+        server_options.max_handshakes_per_peer,
+        inflight.empty() ? 0 : *std::max_element(inflight.begin(), inflight.end()));
+    auto server = naarpc::NaaServer::Start(**transport, address, 0, service, server_options);
     if (!server.ok()) _exit(1);
     const uint16_t port = (*server)->port();
     if (write(pipefd[1], &port, sizeof port) != sizeof port) _exit(1);

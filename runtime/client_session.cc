@@ -138,9 +138,18 @@ class ClientSession::Impl {
     uint64_t write_id = 0;
     bool written = false, answered = false;
     uint32_t status_imm = 0;
-    bool armed = false;  // ContinueCall: notification requested, not yet consumed
   };
   CallInFlight call;
+  // Completion notification as ContinueCall leaves it, across calls (an
+  // event loop drives a pooled session call after call): armed by
+  // RequestNotify and not consumed by WaitNotify since; and whether
+  // completions were taken since the arming (its event is then probably
+  // raised, so it is consumed before the session next sleeps). Only
+  // StartCall / ContinueCall keep it: anything else that may arm or consume
+  // (blocking calls, PeerGone) clears it, and arming again is harmless.
+  bool notify_armed = false;
+  bool notify_maybe_raised = false;
+  void ForgetNotify() { notify_armed = notify_maybe_raised = false; }
   // The streaming part of a call, from the request write to the status.
   Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
                     uint32_t& status_imm);
@@ -451,6 +460,7 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
 Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
                                    const CallOptions& call_options) {
   NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
+  ForgetNotify();  // a blocking call: PollCompletions arms and consumes on its own
   if (streams.empty()) return FinishCall();
   Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
   call.written = call.answered = s.ok();
@@ -580,9 +590,11 @@ Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
   return Status::Ok();
 }
 
-// Non-blocking progress of a call started by BeginCall: takes what has
-// completed, and otherwise arms the notification (then polls once more, so
-// a completion that raced the arming is not missed).
+// Non-blocking progress of a call started by BeginCall: arms the
+// notification (unless still armed), then polls once (what completed before
+// the arming raises no event), and, if the call has not ended, WaitNotify
+// (Deadline::Now()) as the last step before its owner sleeps on notify_fd.
+// Nothing is polled twice: one progress step of the transport per state.
 std::optional<Status> ClientSession::Impl::ContinueCall() {
   if (!call.active) return FailedPreconditionError("no call in flight on this session");
   if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
@@ -598,38 +610,58 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
     if (done) return EndCall(Status::Ok());
     return std::nullopt;
   };
-  for (;;) {
-    Result<size_t> n = conn->TryPollCompletions(batch);
-    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
-    if (std::optional<Status> end = take(*n)) return end;
-    if (*n > 0) continue;
-    if (call.deadline.expired()) {
-      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
-    }
-    if (!call.armed) {
-      Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
-      if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
-      call.armed = true;
-      continue;
-    }
-    Result<bool> event = conn->WaitNotify(Deadline::Now());
-    if (!event.ok()) {
+  // WaitNotify(now): true/false as it returns, or the call's status once the
+  // connection is down and nothing is left.
+  auto wait_now = [&](std::optional<Status>& end) -> bool {
+    for (;;) {
+      Result<bool> event = conn->WaitNotify(Deadline::Now());
+      if (event.ok()) {
+        notify_maybe_raised = false;
+        if (*event) notify_armed = false;  // consumed: the CQ is unarmed
+        return *event;
+      }
       // Down: what is left completes as flushed work, or nothing is left.
       Result<size_t> left = conn->TryPollCompletions(batch);
       if (!left.ok() || *left == 0) {
-        return EndCall(event.status().WithContext("waiting for the NAA"));
+        end = EndCall(event.status().WithContext("waiting for the NAA"));
+        return false;
       }
-      if (std::optional<Status> end = take(*left)) return end;
-      continue;
+      if ((end = take(*left))) return false;
     }
-    if (!*event) return std::nullopt;  // armed; notify_fd() signals the next step
-    call.armed = false;
+  };
+  std::optional<Status> end;
+  for (;;) {
+    if (notify_armed && notify_maybe_raised) {
+      // The event of an earlier arming is probably raised (the last call
+      // ended on a completion taken without waiting): consume it first, so
+      // the descriptor waits for what comes next.
+      wait_now(end);
+      if (end) return end;
+    }
+    if (!notify_armed) {
+      Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
+      if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
+      notify_armed = true;
+      notify_maybe_raised = false;
+    }
+    Result<size_t> n = conn->TryPollCompletions(batch);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    if (*n > 0) notify_maybe_raised = true;
+    if ((end = take(*n))) return end;
+    if (*n == batch.size()) continue;  // more may be queued
+    if (call.deadline.expired()) {
+      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
+    }
+    const bool event = wait_now(end);
+    if (end) return end;
+    if (!event) return std::nullopt;  // armed; notify_fd() signals the next step
   }
 }
 
 // Blocks until the call started by BeginCall ends.
 Status ClientSession::Impl::FinishCall() {
   if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  ForgetNotify();  // PollCompletions arms and consumes on its own
   if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
   return EndCall(internal::PollUntil(
       *conn, call.deadline, "waiting for the NAA",
@@ -910,6 +942,11 @@ bool ClientSession::PeerGone() {
   if (impl_->call.active) return false;
   // One non-blocking progress step: a disconnect shows as kDisconnected.
   Result<bool> r = impl_->conn->WaitNotify(Deadline::Now());
+  if (r.ok()) {
+    // It consumed a raised event (the CQ is unarmed), or none is raised.
+    if (*r) impl_->notify_armed = false;
+    impl_->notify_maybe_raised = false;
+  }
   if (r.ok() || r.status().code() != StatusCode::kDisconnected) return false;
   impl_->Fail(r.status()).IgnoreError();
   return true;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 namespace naarpc::codegen {
@@ -32,6 +33,15 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto ready = [&] { return !idle_.empty() || in_use_ < max_sessions(); };
+    // Counted while waiting: an event loop holding sessions between its
+    // calls gives them back at once then (CallEngine).
+    struct Waiting {
+      std::atomic<size_t>& n;
+      explicit Waiting(std::atomic<size_t>& n) : n(n) { n.fetch_add(1, std::memory_order_relaxed); }
+      ~Waiting() { n.fetch_sub(1, std::memory_order_relaxed); }
+    };
+    std::optional<Waiting> waiting;
+    if (!ready()) waiting.emplace(waiters_);
     if (deadline.infinite()) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_until(lock, deadline.when(), ready)) {

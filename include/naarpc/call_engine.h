@@ -6,10 +6,21 @@
 // session (connect + MRSP, rare) and routines with streams (their sources
 // and sinks are user code that may block) run on a small AsyncRunner, as
 // do calls on a transport without notification descriptors.
+//
+// Per call, in the common case, nothing but the transport's own system
+// calls and at most one EPOLL_CTL_MOD: a session's descriptor stays in the
+// engine's epoll set for the session's life (one-shot, re-armed for the call
+// it wakes); a session whose call ended serves its pool's next call of the
+// same round without a round trip through the pool; a call's first progress
+// step waits until the round's other calls are posted (its answer may be in
+// by then); callbacks submit without a lock or a wake-up. While calls are in
+// flight and their answers came soon lately, the loop polls (yielding the
+// CPU, at most 100 us) before it sleeps.
 #ifndef NAARPC_CALL_ENGINE_H_
 #define NAARPC_CALL_ENGINE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -27,6 +38,8 @@
 #include "naarpc/codegen_support.h"
 #include "naarpc/deadline.h"
 #include "naarpc/status.h"
+
+struct epoll_event;
 
 namespace naarpc::codegen {
 
@@ -46,6 +59,10 @@ class AsyncCall {
   virtual Status Finish(Status status) = 0;
   // Gives the session back (to its pool, or closed if it failed).
   virtual void Release() = 0;
+  // After Finish: hands the session over instead (the engine starts the
+  // next call of the pool on it without a round trip through the pool);
+  // an empty lease if the call has none. Release still follows.
+  virtual SessionPool::Lease TakeLease() { return SessionPool::Lease(); }
 };
 
 // A generated zero-copy call object driven by the engine. CallT provides
@@ -73,6 +90,9 @@ class CallOp final : public AsyncCall {
     return s;
   }
   void Release() override { call_.reset(); }
+  SessionPool::Lease TakeLease() override {
+    return call_ ? std::move(call_->lease_) : SessionPool::Lease();
+  }
 
  private:
   const Deadline deadline_;
@@ -110,45 +130,115 @@ class CallEngine {
 
  private:
   struct Op;
+  struct Submission {
+    std::shared_ptr<SessionPool> pool;
+    Deadline deadline = Deadline::Infinite();
+    std::unique_ptr<AsyncCall> call;
+    std::function<void(Status)> done;
+  };
+  // A pool the engine takes sessions from, and its calls waiting for one
+  // (FIFO, linked through Op).
+  struct PoolQueue {
+    std::shared_ptr<SessionPool> pool;
+    Op* head = nullptr;
+    Op* tail = nullptr;
+    // Sessions of calls that just ended, kept for the pool's next calls
+    // within this round of the loop (given back before it sleeps).
+    std::vector<SessionPool::Lease> spare;
+  };
+
   // Starts the engine thread on first use; false (start_error_) if the
   // descriptors it needs cannot be had.
   bool EnsureStartedLocked();
+  bool OnEngineThread() const {
+    return std::this_thread::get_id() == engine_thread_id_.load(std::memory_order_relaxed);
+  }
+  // Makes a sleeping engine thread look at what was handed to it: a system
+  // call only while it sleeps (or is about to) in epoll_wait.
+  void WakeRemote();
   void Loop();
-  void Wake();
-  void TakeIncoming();
+  // epoll_wait, after a bounded spin while calls are in flight and their
+  // events have recently come soon.
+  int Wait(epoll_event* events, int max, int timeout_ms);
+  std::chrono::nanoseconds SpinBudget() const;
+  // Work handed over by other threads (or freed sessions for waiting calls).
+  bool HandedWork() const;
+  // What was handed to the engine (submissions, rejections, connects,
+  // blocking calls' results, freed sessions) and deadlines passed; returns
+  // the epoll_wait timeout.
+  int RunQueued();
+  void TakeRemote();
+  void Admit(Submission&& submission);
   void StartWaiting();
+  // A session for the pool's next call: a spare one, or TryAcquire's.
+  SessionPool::Lease TakeSession(PoolQueue& q, bool* may_open);
+  void ReturnSpares();
   void StartOnSession(Op& op, SessionPool::Lease lease);
   void Connect(Op& op);
   void Progress(Op& op);
-  void Complete(uint64_t id, Status status);
-  void ExpireDue();
-  void TakeResults();
+  // Progress for the calls started this round (to_arm_).
+  void ArmStarted();
+  void Complete(Op& op, Status status);
+  void ExpireDue(Deadline::Clock::time_point now);
   void CancelAll();
+
+  Op& NewOp();
+  Op* FindOp(uint64_t id);
+  void FreeOp(Op& op);
+  uint32_t PoolIndex(const std::shared_ptr<SessionPool>& pool);
+  void Enqueue(Op& op);
+  void Unqueue(Op& op);
+  void HeapPush(Op& op);
+  void HeapRemove(Op& op);
+  void HeapSiftUp(size_t i);
+  void HeapSiftDown(size_t i);
 
   const size_t max_connecting_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
 
   mutable std::mutex mu_;  // guards the fields up to thread_
-  bool stop_ = false;
-  std::vector<std::unique_ptr<Op>> incoming_;          // submitted
+  // Submitted from other threads (the engine thread's own go to local_).
+  std::vector<Submission> incoming_;
   // From helper threads: a session for a connecting op; the status of an
   // op run blocking (no notification descriptor).
   std::vector<std::pair<uint64_t, Result<SessionPool::Lease>>> connected_;
   std::vector<std::pair<uint64_t, Status>> finished_;
   std::vector<std::pair<std::function<void(Status)>, Status>> rejected_;
-  std::vector<std::shared_ptr<SessionPool>> pools_;  // listened to
   Status start_error_;
   std::thread thread_;
-  std::atomic<std::thread::id> engine_thread_id_{};
 
-  // Engine thread only.
-  bool woken_locally_ = false;  // Wake() ran on the engine thread
-  uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;  // waiting or running
-  std::map<SessionPool*, std::deque<uint64_t>> waiting_;    // per pool, FIFO
-  // Of waiting and running ops (a connect is bounded by its own deadline).
-  std::multimap<Deadline::Clock::time_point, uint64_t> deadlines_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::thread::id> engine_thread_id_{};
+  // Something is in incoming_, connected_, finished_ or rejected_.
+  std::atomic<bool> remote_pending_{false};
+  // A session or slot of a pool was freed (its freed listener ran).
+  std::atomic<bool> freed_{false};
+  // The engine thread is in (or about to enter) epoll_wait; a wake-up is
+  // written to wake_fd_ and not yet read.
+  std::atomic<bool> polling_{false};
+  std::atomic<bool> wake_pending_{false};
+
+  // Engine thread only (and the destructor once it has joined it).
+  std::vector<Submission> local_;  // submitted by callbacks on the engine thread
+  std::vector<Submission> scratch_incoming_;
+  std::vector<std::pair<uint64_t, Result<SessionPool::Lease>>> scratch_connected_;
+  std::vector<std::pair<uint64_t, Status>> scratch_finished_;
+  std::vector<std::pair<std::function<void(Status)>, Status>> scratch_rejected_;
+  std::vector<uint64_t> to_arm_, scratch_to_arm_;  // ids of calls started, not yet progressed
+  // Ops by slot (an op's id is its slot and the slot's generation); free
+  // slots are reused, so a call allocates nothing here.
+  std::vector<std::unique_ptr<Op>> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<PoolQueue> pools_;  // listened to (freed listener set)
+  size_t waiting_ = 0;            // ops queued in pools_
+  bool spares_ = false;           // some pools_ hold spare sessions
+  size_t running_ = 0;            // ops running on a session (kRunning)
+  // Average wait for the next event while calls were in flight.
+  Deadline::Clock::duration wait_estimate_{};
+  // Deadlines of waiting and running ops (a connect is bounded by its own
+  // deadline): a binary min-heap, each op knowing its place.
+  std::vector<Op*> heap_;
 
   std::unique_ptr<AsyncRunner> helpers_;  // last: its tasks use the above
 };

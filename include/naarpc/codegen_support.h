@@ -5,6 +5,7 @@
 #define NAARPC_CODEGEN_SUPPORT_H_
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -166,6 +167,9 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   // must not block or call into the pool. nullptr to stop.
   void SetFreedListener(std::function<void()> listener);
 
+  // Whether a caller is blocked in Acquire, waiting for a session.
+  bool has_waiters() const { return waiters_.load(std::memory_order_relaxed) > 0; }
+
   size_t open_sessions() const;
   const std::string& routine() const { return routine_; }
   size_t max_sessions() const { return std::max<size_t>(1, options_.max_sessions_per_routine); }
@@ -187,6 +191,7 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   std::condition_variable cv_;
   std::vector<std::unique_ptr<ClientSession>> idle_;
   size_t in_use_ = 0;  // leased or being opened
+  std::atomic<size_t> waiters_{0};  // in Acquire's wait
   std::function<void()> freed_listener_;
 };
 

@@ -5,7 +5,9 @@
 // descriptors. Emulated here; verbs inside the Soft-RoCE guest.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
 #include <future>
 #include <map>
 #include <optional>
@@ -118,6 +123,72 @@ class NoNotifyFd final : public naarpc::testing::ForwardingConnection {
   using ForwardingConnection::ForwardingConnection;
   int notify_fd() override { return -1; }
 };
+
+// A connection whose notification descriptor is `fd` (one an event loop
+// cannot watch, in the test that uses it).
+class OtherNotifyFd final : public naarpc::testing::ForwardingConnection {
+ public:
+  OtherNotifyFd(std::unique_ptr<naarpc::Connection> inner, int fd)
+      : ForwardingConnection(std::move(inner)), fd_(fd) {}
+  int notify_fd() override { return fd_; }
+
+ private:
+  const int fd_;
+};
+
+std::string FdLink(int fd) {
+  char link[256];
+  const ssize_t n = ::readlink(("/proc/self/fd/" + std::to_string(fd)).c_str(), link,
+                               sizeof link - 1);
+  return n > 0 ? std::string(link, size_t(n)) : std::string();
+}
+
+// This process's epoll sets: each one's descriptor -> the descriptors
+// registered with it (/proc/self/fdinfo).
+std::map<int, std::multiset<int>> EpollSets() {
+  std::map<int, std::multiset<int>> sets;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return sets;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const int fd = std::atoi(e->d_name);
+    if (FdLink(fd) != "anon_inode:[eventpoll]") continue;
+    std::ifstream info(std::string("/proc/self/fdinfo/") + e->d_name);
+    std::multiset<int>& targets = sets[fd];
+    for (std::string line; std::getline(info, line);) {
+      if (line.rfind("tfd:", 0) != 0) continue;
+      std::istringstream in(line.substr(4));
+      int target = -1;
+      if (in >> target) targets.insert(target);
+    }
+  }
+  closedir(dir);
+  return sets;
+}
+
+// The epoll set of a client's engine: one made since `before`, with an
+// eventfd (its wake-up) registered. -1 if none.
+int EngineEpoll(const std::map<int, std::multiset<int>>& before) {
+  for (const auto& [ep, targets] : EpollSets()) {
+    if (before.count(ep) != 0) continue;
+    for (int t : targets) {
+      if (FdLink(t) == "anon_inode:[eventfd]") return ep;
+    }
+  }
+  return -1;
+}
+
+// The descriptors an engine's epoll set watches besides its eventfd.
+std::multiset<int> Watched(int engine_epoll) {
+  std::multiset<int> watched;
+  const auto sets = EpollSets();
+  const auto it = sets.find(engine_epoll);
+  if (it == sets.end()) return watched;
+  for (int t : it->second) {
+    if (FdLink(t) != "anon_inode:[eventfd]") watched.insert(t);
+  }
+  return watched;
+}
 
 // Threads of this process by name (/proc/self/task/*/comm).
 std::map<std::string, int> ThreadsByName() {
@@ -455,6 +526,269 @@ TEST_P(AsyncEngineTest, OneThreadDrivesSeveralSessionsThroughNotifyFd) {
     Status again = sessions[i]->Call(e2e::LatchClient::kWaitFunctionCode,
                                      naarpc::Deadline::After(kHangGuard));
     EXPECT_TRUE(again.ok()) << again.ToString();
+  }
+}
+
+// The engine keeps a session's notification descriptor in its epoll set for
+// the session's life: registered by the session's first call that waits,
+// then re-armed (one-shot), never removed and added again per call.
+TEST_P(AsyncEngineTest, ASessionStaysRegisteredWithTheEngineAcrossItsCalls) {
+  const auto before = EpollSets();
+  auto client = MakeClient(1);
+  uint32_t y = 0;
+  // Held in its kernel: the engine waits for its answer on the descriptor.
+  auto held = client->WaitAsync(1, &y, naarpc::Deadline::After(kHangGuard));
+  gate_.AwaitRunning(1);
+  gate_.Open();
+  Status first = held.get();
+  ASSERT_TRUE(first.ok()) << first.ToString();
+  const int engine_epoll = EngineEpoll(before);
+  ASSERT_GE(engine_epoll, 0) << "no epoll set with an eventfd appeared for the engine";
+  const std::multiset<int> watched = Watched(engine_epoll);
+  ASSERT_EQ(watched.size(), 1u) << "the session's descriptor, registered once";
+  for (int i = 0; i < 100; ++i) {
+    Status s = client->WaitAsync(100 + i, &y, naarpc::Deadline::After(kHangGuard)).get();
+    ASSERT_TRUE(s.ok()) << "call " << i << ": " << s.ToString();
+    EXPECT_EQ(y, uint32_t(100 + i));
+    // Between calls: still there, still once.
+    ASSERT_EQ(Watched(engine_epoll), watched) << "after call " << i;
+  }
+}
+
+// A session that failed is closed, and its descriptor leaves the epoll set
+// with it; the session opened next (often under the same descriptor
+// number) is registered afresh, and its calls are answered.
+TEST_P(AsyncEngineTest, ASessionReopenedAfterItsPeerLeftIsWatchedAfresh) {
+  const auto before = EpollSets();
+  auto client = MakeClient(1);
+  for (int round = 0; round < 5; ++round) {
+    uint32_t y = 0;
+    auto call = client->WaitAsync(round, &y, naarpc::Deadline::After(kHangGuard));
+    gate_.AwaitRunning(round + 1);  // the kernels of earlier rounds are still held
+    registry_.DisconnectAll();
+    Status s = call.get();
+    EXPECT_TRUE(s.code() == StatusCode::kDisconnected || s.code() == StatusCode::kTransportError)
+        << s.ToString();
+    EXPECT_NE(s.message().find("Latch.Wait"), std::string::npos) << s.ToString();
+    const int engine_epoll = EngineEpoll(before);
+    ASSERT_GE(engine_epoll, 0);
+    EXPECT_TRUE(Watched(engine_epoll).empty()) << "the closed session's descriptor left the set";
+  }
+  gate_.Open();
+  for (int i = 0; i < 20; ++i) {
+    uint32_t y = 0;
+    Status s = client->WaitAsync(50 + i, &y, naarpc::Deadline::After(kHangGuard)).get();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(y, uint32_t(50 + i));
+  }
+}
+
+// A notification descriptor epoll cannot watch (here a regular file) ends
+// the call with an error naming the routine; the engine serves on.
+TEST_P(AsyncEngineTest, ADescriptorTheEngineCannotWatchEndsTheCallNamingTheRoutine) {
+  const int file = ::memfd_create("not-pollable", MFD_CLOEXEC);
+  ASSERT_GE(file, 0) << std::strerror(errno);
+  naarpc::testing::WrappingTransport odd(*transport_, [file](std::unique_ptr<naarpc::Connection> c) {
+    return std::unique_ptr<naarpc::Connection>(std::make_unique<OtherNotifyFd>(std::move(c), file));
+  });
+  {
+    auto client = MakeClient(1, &odd);
+    for (int i = 0; i < 3; ++i) {
+      uint32_t y = 0;
+      Status s = client->WaitAsync(i, &y, naarpc::Deadline::After(kHangGuard)).get();
+      EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+      EXPECT_NE(s.message().find("Latch.Wait"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find("notification descriptor"), std::string::npos) << s.ToString();
+      EXPECT_EQ(y, 0u);
+    }
+  }
+  gate_.Open();
+  auto client = MakeClient(1);
+  uint32_t y = 0;
+  Status s = client->WaitAsync(7, &y, naarpc::Deadline::After(kHangGuard)).get();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(y, 7u);
+  ::close(file);
+}
+
+// Each callback submits the next call: they all run on the engine thread,
+// each after the previous call ended.
+TEST_P(AsyncEngineTest, CallsChainedFromCallbacksRunOneAfterAnother) {
+  gate_.Open();
+  auto client = MakeClient(2);
+  constexpr int kCalls = 300;
+  std::vector<uint32_t> ys(kCalls, 0);
+  std::set<std::thread::id> threads;
+  std::promise<Status> all_done;
+  std::function<void(int)> next = [&](int i) {
+    client->WaitAsync(
+        1000 + i, &ys[i],
+        [&, i](Status s) {
+          threads.insert(std::this_thread::get_id());
+          if (!s.ok() || i + 1 == kCalls) {
+            all_done.set_value(s);
+            return;
+          }
+          if (ys[i] != uint32_t(1000 + i)) {
+            all_done.set_value(naarpc::InternalError("call " + std::to_string(i) + ": wrong y"));
+            return;
+          }
+          next(i + 1);
+        },
+        naarpc::Deadline::After(kHangGuard));
+  };
+  next(0);
+  Status s = all_done.get_future().get();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(ys[kCalls - 1], uint32_t(1000 + kCalls - 1));
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+}
+
+// Callbacks that keep the only session busy (each submits the next call) do
+// not keep a blocking caller waiting for it forever.
+TEST_P(AsyncEngineTest, ABlockingCallerGetsTheSessionFromABusyChainOfCallbacks) {
+  gate_.Open();
+  auto client = MakeClient(1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> chained{0};
+  uint32_t ay = 0;
+  std::promise<void> running, chain_done;
+  std::function<void()> next = [&] {
+    client->WaitAsync(
+        3, &ay,
+        [&](Status s) {
+          EXPECT_TRUE(s.ok()) << s.ToString();
+          if (++chained == 10) running.set_value();
+          if (stop.load()) {
+            chain_done.set_value();
+            return;
+          }
+          next();
+        },
+        naarpc::Deadline::After(kHangGuard));
+  };
+  next();
+  running.get_future().wait();
+  uint32_t y = 0;
+  Status s = client->Wait(5, &y, naarpc::Deadline::After(kHangGuard));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(y, 5u);
+  stop.store(true);
+  chain_done.get_future().wait();
+  EXPECT_GE(chained.load(), 10);
+}
+
+// Several calls in flight and queued, each with its own deadline: each ends
+// with kDeadlineExceeded (running: no answer; queued: no free session), and
+// the client serves on.
+TEST_P(AsyncEngineTest, EveryDeadlineOfManyEndsItsOwnCall) {
+  constexpr size_t kSessions = 3;
+  auto client = MakeClient(kSessions);
+  // Connected first: the deadlines below are for the calls alone.
+  {
+    std::vector<naarpc::Result<e2e::LatchClient::WaitCall>> calls;
+    for (size_t i = 0; i < kSessions; ++i) {
+      calls.push_back(client->NewWaitCall(naarpc::Deadline::After(kHangGuard)));
+      ASSERT_TRUE(calls.back().ok()) << calls.back().status().ToString();
+    }
+  }
+  const std::vector<int> running_ms = {300, 100, 200};
+  const std::vector<int> queued_ms = {250, 150};
+  std::vector<uint32_t> ys(running_ms.size() + queued_ms.size(), 0);
+  std::vector<std::future<Status>> running, queued;
+  for (size_t i = 0; i < running_ms.size(); ++i) {
+    running.push_back(client->WaitAsync(uint32_t(i + 1), &ys[i],
+                                        naarpc::Deadline::After(std::chrono::milliseconds(running_ms[i]))));
+  }
+  gate_.AwaitRunning(int(kSessions));
+  for (size_t i = 0; i < queued_ms.size(); ++i) {
+    queued.push_back(client->WaitAsync(uint32_t(10 + i), &ys[running_ms.size() + i],
+                                       naarpc::Deadline::After(std::chrono::milliseconds(queued_ms[i]))));
+  }
+  for (auto& f : running) {
+    Status s = f.get();
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+    EXPECT_NE(s.message().find("no answer from the NAA"), std::string::npos) << s.ToString();
+  }
+  for (auto& f : queued) {
+    Status s = f.get();
+    EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+    EXPECT_NE(s.message().find("Latch.Wait"), std::string::npos) << s.ToString();
+  }
+  for (uint32_t y : ys) EXPECT_EQ(y, 0u);
+  gate_.Open();
+  uint32_t y = 0;
+  Status again = client->WaitAsync(42, &y, naarpc::Deadline::After(kHangGuard)).get();
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_EQ(y, 42u);
+}
+
+// A callback that submits another call while the client is being destroyed
+// (its call was cancelled) gets that call cancelled too, before the client
+// is gone.
+TEST_P(AsyncEngineTest, ACallSubmittedByACancelledCallbackIsCancelledToo) {
+  auto client = MakeClient(1);
+  uint32_t y1 = 0, y2 = 0;
+  std::promise<Status> first, second;
+  e2e::LatchClient* raw = client.get();
+  client->WaitAsync(
+      1, &y1,
+      [&](Status s) {
+        first.set_value(s);
+        raw->WaitAsync(2, &y2, [&](Status s2) { second.set_value(std::move(s2)); },
+                       naarpc::Deadline::After(kHangGuard));
+      },
+      naarpc::Deadline::After(kHangGuard));
+  gate_.AwaitRunning(1);
+  client.reset();
+  auto f1 = first.get_future();
+  auto f2 = second.get_future();
+  ASSERT_EQ(f1.wait_for(0s), std::future_status::ready);
+  ASSERT_EQ(f2.wait_for(0s), std::future_status::ready);
+  EXPECT_EQ(f1.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(f2.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(y1, 0u);
+  EXPECT_EQ(y2, 0u);
+}
+
+// One session, calls driven by StartCall / ContinueCall and poll(2) on
+// notify_fd, interleaved with blocking calls and PeerGone (which arm and
+// consume notifications their own way): no completion is missed (a missed
+// one would leave poll waiting until the hang guard).
+TEST_P(AsyncEngineTest, ContinueCallKeepsUpAcrossBlockingCallsOnItsSession) {
+  gate_.Open();
+  auto opened = naarpc::ClientSession::Open(
+      *transport_, address_, server_->port(),
+      {{.name = "x", .direction = naarpc::Direction::kIn, .size = 4},
+       {.name = "y", .direction = naarpc::Direction::kOut, .size = 4}});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  naarpc::ClientSession& session = **opened;
+  const int fd = session.notify_fd();
+  ASSERT_GE(fd, 0);
+  for (uint32_t i = 0; i < 90; ++i) {
+    std::memcpy(session.buffer(0).data(), &i, sizeof i);
+    if (i % 3 == 2) {
+      Status s = session.Call(e2e::LatchClient::kWaitFunctionCode, naarpc::Deadline::After(kHangGuard));
+      ASSERT_TRUE(s.ok()) << "blocking call " << i << ": " << s.ToString();
+    } else {
+      Status s = session.StartCall(e2e::LatchClient::kWaitFunctionCode,
+                                   naarpc::Deadline::After(kHangGuard));
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      std::optional<Status> end;
+      while (!(end = session.ContinueCall())) {
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, int(std::chrono::milliseconds(kHangGuard).count())), 1)
+            << "call " << i << ": notify_fd never became readable";
+      }
+      ASSERT_TRUE(end->ok()) << "call " << i << ": " << end->ToString();
+    }
+    uint32_t y = 0;
+    std::memcpy(&y, session.buffer(1).data(), sizeof y);
+    EXPECT_EQ(y, i);
+    if (i % 4 == 1) {
+      EXPECT_FALSE(session.PeerGone());
+    }
   }
 }
 
