@@ -27,6 +27,12 @@ constexpr int kLocalRounds = 8;
 // it learns from.
 constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(100);
 constexpr Deadline::Clock::duration kMaxLearntWait = std::chrono::milliseconds(10);
+// Polls between offers of the CPU (sched_yield) while polling; an offer
+// taken for longer than kYieldTaken means the CPU is wanted: no polling for
+// the next kWaitsWithoutSpin waits.
+constexpr uint32_t kPollsPerYield = 4;
+constexpr Deadline::Clock::duration kYieldTaken = std::chrono::microseconds(20);
+constexpr uint32_t kWaitsWithoutSpin = 64;
 }  // namespace
 
 // One call from Submit to its `done`. Lives in a slot of slots_, reused by
@@ -194,20 +200,32 @@ int CallEngine::Wait(epoll_event* events, int max, int timeout_ms) {
   // learnt (an average of the last waits). While that is short, the loop
   // first polls for a bounded time, offering the CPU to others between
   // polls: the answer is taken without the sleep and the wake-up (a
-  // wake-up through the sessions' descriptors costs tens of microseconds
-  // on an idle vCPU, more than such a round trip itself).
+  // wake-up through the sessions' nested epoll descriptors lands on this
+  // thread's CPU, and on an idle vCPU costs tens of microseconds, more than
+  // such a round trip itself; a thread blocked in the socket is woken on
+  // its peer's CPU instead).
   const bool learn = running_ > 0;
   const auto start = learn ? Deadline::Clock::now() : Deadline::Clock::time_point();
   int n = 0;
   std::chrono::nanoseconds spin = learn ? SpinBudget() : std::chrono::nanoseconds::zero();
   if (timeout_ms > 0) spin = std::min<std::chrono::nanoseconds>(spin, std::chrono::milliseconds(timeout_ms));
-  if (spin > std::chrono::nanoseconds::zero()) {
+  if (spin_suppressed_ > 0) {
+    --spin_suppressed_;
+  } else if (spin > std::chrono::nanoseconds::zero()) {
     for (uint32_t i = 1;; ++i) {
       n = ::epoll_wait(epoll_fd_, events, max, 0);
       if (n != 0) break;
       if (HandedWork()) return 0;  // the loop takes it
-      if (i % 4 == 0 && Deadline::Clock::now() - start >= spin) break;
+      if (i % kPollsPerYield != 0) continue;
+      const auto before = Deadline::Clock::now();
+      if (before - start >= spin) break;
       sched_yield();
+      if (Deadline::Clock::now() - before > kYieldTaken) {
+        // Other threads wanted this CPU for a while: polling costs them (or
+        // us) more than a wake-up. Sleep, and leave the next waits alone.
+        spin_suppressed_ = kWaitsWithoutSpin;
+        break;
+      }
     }
   }
   if (n == 0) {
@@ -226,8 +244,11 @@ int CallEngine::Wait(epoll_event* events, int max, int timeout_ms) {
 }
 
 std::chrono::nanoseconds CallEngine::SpinBudget() const {
-  if (wait_estimate_ > kMaxSpin) return std::chrono::nanoseconds::zero();
-  return std::min<std::chrono::nanoseconds>(kMaxSpin, 2 * wait_estimate_ + std::chrono::microseconds(5));
+  if (wait_estimate_ > kMaxSpin || running_ == 0) return std::chrono::nanoseconds::zero();
+  // A wake-up saved is worth less the more calls share it (they end in
+  // batches then, and the NAA is what they wait for).
+  return std::min<std::chrono::nanoseconds>(kMaxSpin, 2 * wait_estimate_ + std::chrono::microseconds(5)) /
+         static_cast<int64_t>(running_);
 }
 
 int CallEngine::RunQueued() {

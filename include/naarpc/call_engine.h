@@ -14,8 +14,9 @@
 // same round without a round trip through the pool; a call's first progress
 // step waits until the round's other calls are posted (its answer may be in
 // by then); callbacks submit without a lock or a wake-up. While calls are in
-// flight and their answers came soon lately, the loop polls (yielding the
-// CPU, at most 100 us) before it sleeps.
+// flight and their answers came soon lately, the loop polls before it
+// sleeps (at most 100 us, less the more calls share the wait), offering the
+// CPU between polls and backing off once other threads want it.
 #ifndef NAARPC_CALL_ENGINE_H_
 #define NAARPC_CALL_ENGINE_H_
 
@@ -236,6 +237,7 @@ class CallEngine {
   size_t running_ = 0;            // ops running on a session (kRunning)
   // Average wait for the next event while calls were in flight.
   Deadline::Clock::duration wait_estimate_{};
+  uint32_t spin_suppressed_ = 0;  // waits left that sleep without polling first
   // Deadlines of waiting and running ops (a connect is bounded by its own
   // deadline): a binary min-heap, each op knowing its place.
   std::vector<Op*> heap_;
