@@ -792,21 +792,19 @@ Status ConnectionServer::Begin() {
 }
 
 std::optional<Deadline> ConnectionServer::Drive() {
-  if (phase_ != Phase::kEnded) {
-    Status s = Progress();
-    if (s.ok() && phase_ == Phase::kServing && NoteIdle()) phase_ = Phase::kEnded;
-    if (!s.ok() || phase_ == Phase::kEnded) {
-      Finish(s);
-      return std::nullopt;
-    }
+  Status s = Progress();
+  if (s.ok() && phase_ == Phase::kServing && NoteIdle()) phase_ = Phase::kEnded;
+  if (!s.ok() || phase_ == Phase::kEnded) {
+    Finish(s);
+    return std::nullopt;
   }
-  if (phase_ == Phase::kEnded) return std::nullopt;
   return phase_ == Phase::kMrsp ? mrsp_deadline_ : IdleDeadline();
 }
 
 Status ConnectionServer::Progress() {
   std::array<Completion, 8> batch;
   bool armed = false;
+  bool down = false;                  // WaitNotify reported the connection down
   Deadline linger = Deadline::Now();  // kLingerAfterCall after a call
   bool lingering = false;             // counted by the engine
   struct EndLinger {
@@ -856,16 +854,10 @@ Status ConnectionServer::Progress() {
     }
     Result<bool> event = conn_->WaitNotify(Deadline::Now());
     if (!event.ok()) {
-      // Down: what is left comes as flushed work, then kDisconnected.
-      Result<size_t> left = conn_->TryPollCompletions(batch);
-      if (!left.ok()) return left.status();
-      if (*left == 0) return event.status();
-      for (size_t i = 0; i < *left; ++i) {
-        if (phase_ == Phase::kMrsp) return DisconnectedError("the host left during the MRSP");
-        bool host_left = false;
-        NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
-        if (host_left) return DisconnectedError("the host left");
-      }
+      // Down: the loop above takes what is left (flushed work, handled as
+      // any completion), then ends with the transport's status.
+      if (down) return event.status();
+      down = true;
       continue;
     }
     if (!*event) return Status::Ok();  // armed: the descriptor signals the next step
