@@ -44,15 +44,37 @@ Result<std::unique_ptr<EventEngine>> EventEngine::Start(Options options) {
 EventEngine::~EventEngine() { Stop(); }
 
 Status EventEngine::StartThread() {
+  JoinRetiredLocked();
   waiting_.fetch_add(1);  // counted before it runs, so no second one is started for it
   try {
     threads_.emplace_back([this] { Loop(); });
+    running_.store(threads_.size(), std::memory_order_relaxed);
   } catch (const std::system_error& e) {
     waiting_.fetch_sub(1);
     return ResourceExhaustedError(std::string("event engine: cannot start a thread: ") +
                                   e.what());
   }
   return Status::Ok();
+}
+
+void EventEngine::JoinRetiredLocked() {
+  for (auto& t : retired_) t.join();  // exiting or gone: a short wait at most
+  retired_.clear();
+}
+
+bool EventEngine::RetireIfSpare() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Another waiter stays: one always takes the events.
+  if (threads_.size() <= options_.threads || waiting_.load() < 2) return false;
+  const auto self = std::this_thread::get_id();
+  for (auto it = threads_.begin(); it != threads_.end(); ++it) {
+    if (it->get_id() != self) continue;
+    retired_.splice(retired_.end(), threads_, it);
+    running_.store(threads_.size(), std::memory_order_relaxed);
+    waiting_.fetch_sub(1);
+    return true;
+  }
+  return false;
 }
 
 void EventEngine::Stop() {
@@ -65,14 +87,12 @@ void EventEngine::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     threads.swap(threads_);
+    threads.splice(threads.end(), retired_);
   }
   for (auto& t : threads) t.join();
 }
 
-size_t EventEngine::threads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return threads_.size();
-}
+size_t EventEngine::threads() const { return running_.load(std::memory_order_relaxed); }
 
 size_t EventEngine::driven() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -115,11 +135,16 @@ void EventEngine::BeforeBlocking() {
 }
 
 bool EventEngine::TryLinger() {
-  if (waiting_.load(std::memory_order_relaxed) == 0) return false;
   size_t now = lingering_.load(std::memory_order_relaxed);
-  while (now + 1 < options_.threads) {
-    if (lingering_.compare_exchange_weak(now, now + 1, std::memory_order_relaxed)) return true;
-  }
+  do {
+    // One thread is always left for the events of everyone else.
+    if (now + 1 >= options_.max_threads || stopping_.load()) return false;
+  } while (!lingering_.compare_exchange_weak(now, now + 1, std::memory_order_relaxed));
+  if (waiting_.load(std::memory_order_acquire) > 0) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (waiting_.load() > 0) return true;
+  if (threads_.size() < options_.max_threads && StartThread().ok()) return true;
+  lingering_.fetch_sub(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -256,7 +281,12 @@ void EventEngine::Loop() {
   // Counted in waiting_ by StartThread.
   while (!stopping_.load(std::memory_order_acquire)) {
     epoll_event ev{};
-    const int n = ::epoll_wait(epoll_.get(), &ev, 1, -1);
+    // The threads beyond Options::threads, started for blocked or lingering
+    // owners, leave once no event came for spare_idle; the others wait.
+    const bool spare = running_.load(std::memory_order_relaxed) > options_.threads;
+    const int n = ::epoll_wait(epoll_.get(), &ev, 1,
+                               spare ? static_cast<int>(options_.spare_idle.count()) : -1);
+    if (n == 0 && spare && RetireIfSpare()) return;
     if (n <= 0 || ev.data.u64 == kWakeId) continue;  // EINTR, stop
     if (ev.data.u64 == kTimerId) {
       RunTimers();

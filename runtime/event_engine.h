@@ -9,7 +9,9 @@
 // BeforeBlocking(): if no other thread is left waiting for events, one more
 // is started, up to Options::max_threads, so a long call never holds up the
 // others. The thread that took the event runs the call itself: no hand-over
-// between threads on the call path.
+// between threads on the call path. After a call the owner may stay with a
+// busy connection for its next one (TryLinger); threads beyond
+// Options::threads leave again once they have seen no event for a while.
 //
 // Deadlines: Drive() returns the connection's next deadline; once it passes,
 // the connection is driven again (with or without an event). Internal to the
@@ -18,6 +20,7 @@
 #define NAARPC_RUNTIME_EVENT_ENGINE_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -58,7 +61,9 @@ class EventEngine {
  public:
   struct Options {
     size_t threads = 0;       // always waiting for events; 0 = one per core
-    size_t max_threads = 64;  // with the ones started for blocked owners
+    size_t max_threads = 64;  // with the ones started for blocked or lingering owners
+    // A thread beyond `threads` that has had no event for this long leaves.
+    std::chrono::milliseconds spare_idle{5000};
   };
 
   static Result<std::unique_ptr<EventEngine>> Start(Options options);
@@ -74,9 +79,10 @@ class EventEngine {
   void BeforeBlocking();
   // REQUIRES: called from Drive(). The caller would like to stay with its
   // connection a while (wait there for its next event rather than in the
-  // epoll set): true if it may, i.e. another thread waits for events and
-  // fewer than Options::threads - 1 others stay with theirs, so one always
-  // serves the rest. Then EndLinger() when it stops.
+  // epoll set): true if it may, i.e. fewer than max_threads - 1 others stay
+  // with theirs and another thread waits for events (one is started if
+  // none does), so one always serves the rest. Then EndLinger() when it
+  // stops.
   bool TryLinger();
   void EndLinger() { lingering_.fetch_sub(1, std::memory_order_relaxed); }
   // Interrupts every driven connection and waits until all have ended.
@@ -84,7 +90,9 @@ class EventEngine {
   // Stops and joins the threads. REQUIRES: nothing driven (InterruptAll).
   void Stop();
 
-  size_t threads() const;  // started so far (they run until Stop)
+  // Running now: Options::threads, and those started for blocked or
+  // lingering owners until they have had no event for a while.
+  size_t threads() const;
   size_t driven() const;
 
  private:
@@ -106,6 +114,10 @@ class EventEngine {
   explicit EventEngine(Options options) : options_(options) {}
   Status StartThread();  // REQUIRES: mu_ held
   void Loop();
+  // A thread beyond Options::threads whose wait timed out: true if it left
+  // (moved to retired_), another thread still waiting for events.
+  bool RetireIfSpare();
+  void JoinRetiredLocked();  // REQUIRES: mu_ held
   std::shared_ptr<Entry> Find(uint64_t id);
   // Claims `e` for this thread; false if another owns it (that owner is
   // then asked to drive it once more).
@@ -130,9 +142,11 @@ class EventEngine {
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> waiting_{0};  // threads between events
   std::atomic<size_t> lingering_{0};
+  std::atomic<size_t> running_{0};  // threads_.size(), read without mu_
   mutable std::mutex mu_;
   std::condition_variable none_driven_;
   std::list<std::thread> threads_;                                  // guarded by mu_
+  std::list<std::thread> retired_;  // left Loop(), joined later; guarded by mu_
   std::unordered_map<uint64_t, std::shared_ptr<Entry>> entries_;  // guarded by mu_
   uint64_t next_id_ = 2;                                          // guarded by mu_
   std::mutex timer_mu_;

@@ -60,6 +60,14 @@ class Counter : public Driven {
       ++drives_;
       if (got) total_ += v;
     });
+    if (linger_) {
+      const bool lingered = engine_->TryLinger();
+      const size_t threads = engine_->threads();
+      board_.Change([&] {
+        lingered_ = lingered;
+        threads_seen_ = threads;
+      });
+    }
     if (block_) {
       if (call_before_blocking_ && engine_ != nullptr) engine_->BeforeBlocking();
       board_.Change([&] { ++blocked_; });
@@ -87,11 +95,14 @@ class Counter : public Driven {
   Deadline next_ = Deadline::Infinite();  // what the next Drive() returns, once
   bool block_ = false;
   bool call_before_blocking_ = true;
+  bool linger_ = false;  // Drive() asks to linger (the test ends it)
   EventEngine* engine_ = nullptr;
   // guarded by board_.mu
   int drives_ = 0, max_inside_ = 0, blocked_ = 0, ended_ = 0;
   uint64_t total_ = 0;
   bool release_ = false;
+  bool lingered_ = false;
+  size_t threads_seen_ = 0;
 };
 
 // `count` counters added to `engine`, first driven at `first`.
@@ -222,25 +233,71 @@ TEST(EventEngine, ThreadsNeverExceedMaxThreads) {
   EXPECT_EQ(engine->threads(), 2u);
 }
 
-// At most threads - 1 owners stay with their connections, and only while
-// another thread waits for events: one always serves the rest.
+// Owners stay with their connections only while another thread waits for
+// events (one is started if none does), and at most max_threads - 1 of them:
+// one always serves the rest.
 TEST(EventEngine, LingeringLeavesAThreadForEveryoneElse) {
-  auto one = Engine(1, 4);
+  auto one = Engine(1, 1);
   EXPECT_FALSE(one->TryLinger());  // a single thread never lingers
   Board board;
-  auto engine = Engine(3, 3);
-  // Once the threads are waiting (an event each way proves they run).
-  auto c = std::make_shared<Counter>(board);
-  ASSERT_TRUE(engine->Add(c, Deadline::Infinite()).ok());
-  c->Signal();
-  ASSERT_TRUE(board.WaitFor([&] { return c->total_ == 1; }));
-  EXPECT_TRUE(engine->TryLinger());
-  EXPECT_TRUE(engine->TryLinger());
-  EXPECT_FALSE(engine->TryLinger());  // a third would leave no thread for the others
+  auto engine = Engine(1, 3);
+  auto all = AddCounters(*engine, board, 3, Deadline::Infinite());
+  for (auto& c : all) {
+    c->engine_ = engine.get();
+    c->linger_ = true;
+  }
+  for (int i : {0, 1}) {  // they stay in Drive(), as a lingering owner does
+    all[i]->block_ = true;
+    all[i]->call_before_blocking_ = false;
+  }
+  // The only thread takes the first: none is left waiting, so lingering
+  // starts one.
+  all[0]->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return all[0]->threads_seen_ != 0; }));
+  EXPECT_TRUE(all[0]->lingered_);
+  EXPECT_EQ(all[0]->threads_seen_, 2u);
+  // The second thread takes the next: a third is started for the rest.
+  all[1]->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return all[1]->threads_seen_ != 0; }));
+  EXPECT_TRUE(all[1]->lingered_);
+  EXPECT_EQ(all[1]->threads_seen_, 3u);
+  // The third may not: no thread would be left for the others.
+  all[2]->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return all[2]->threads_seen_ != 0; }));
+  EXPECT_FALSE(all[2]->lingered_);
+  EXPECT_EQ(engine->threads(), 3u);
   engine->EndLinger();
-  EXPECT_TRUE(engine->TryLinger());
   engine->EndLinger();
-  engine->EndLinger();
+  board.Change([&] {
+    for (auto& c : all) c->release_ = true;
+  });
+}
+
+// A thread started for a blocked owner leaves once it has had no event for
+// spare_idle; Options::threads stay.
+TEST(EventEngine, SpareThreadsLeaveWhenIdle) {
+  Board board;
+  auto started = EventEngine::Start({.threads = 1, .max_threads = 4,
+                                     .spare_idle = std::chrono::milliseconds(1)});
+  ASSERT_TRUE(started.ok());
+  auto engine = std::move(started).value();
+  auto slow = std::make_shared<Counter>(board);
+  slow->block_ = true;
+  slow->engine_ = engine.get();
+  ASSERT_TRUE(engine->Add(slow, Deadline::Infinite()).ok());
+  slow->Signal();
+  ASSERT_TRUE(board.WaitFor([&] { return slow->blocked_ == 1; }));
+  EXPECT_EQ(engine->threads(), 2u);
+  board.Change([&] { slow->release_ = true; });
+  ASSERT_TRUE(board.WaitFor([&] { return slow->blocked_ == 0; }));
+  for (auto give_up = Deadline::After(kPatience); engine->threads() > 1 && !give_up.expired();) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(engine->threads(), 1u);
+  // The one left still serves.
+  slow->block_ = false;
+  slow->Signal();
+  EXPECT_TRUE(board.WaitFor([&] { return slow->total_ == 2; }));
 }
 
 TEST(EventEngine, InterruptAllEndsEveryConnectionOnceAndClosesNothingEarly) {

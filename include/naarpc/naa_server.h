@@ -117,7 +117,9 @@ struct ServerOptions {
   // (0 = one per core). A thread about to run a call when no other waits
   // for events starts one more, up to max_threads: a kernel that blocks or
   // runs long holds up no other connection while fewer than max_threads
-  // calls run at once; beyond that, calls wait for a thread.
+  // calls run at once; beyond that, calls wait for a thread. Threads that
+  // stay with a busy connection between its calls count too; those beyond
+  // engine_threads leave after 5 s without events (docs/server.md).
   size_t engine_threads = 0;
   size_t max_threads = 64;
   // Per peer (host address): connections (0 = max_connections), connections
