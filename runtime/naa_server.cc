@@ -786,8 +786,14 @@ Status ConnectionServer::Begin() {
     return FailedPreconditionError("the " + peer_ +
                               " connection has no notify_fd: the NAA's engine cannot drive it");
   }
-  NAARPC_RETURN_IF_ERROR(ep_.SetUp(*conn_));
-  NAARPC_RETURN_IF_ERROR(ep_.PostMrspReceive());
+  if (std::shared_ptr<void> prepared = conn_->TakeAcceptContext()) {
+    // The listener's accept hook (NaaServer::Start) set it up and posted
+    // the MRSP receive before the host could send.
+    ep_ = std::move(*std::static_pointer_cast<internal::Endpoint>(prepared));
+  } else {
+    NAARPC_RETURN_IF_ERROR(ep_.SetUp(*conn_));
+    NAARPC_RETURN_IF_ERROR(ep_.PostMrspReceive());
+  }
   return sm_.Transition(CommState::kMrspReceiving);
 }
 
@@ -1482,6 +1488,14 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
     return listener.status().WithContext("listening on " + HostPort(host, port));
   }
   impl->listener = std::move(listener).value();
+  // The MRSP receive is posted before the host can send its request (the
+  // transport runs this before accepting): no RNR wait at set-up.
+  impl->listener->SetAcceptHook([](Connection& conn) -> Result<std::shared_ptr<void>> {
+    auto ep = std::make_shared<internal::Endpoint>();
+    NAARPC_RETURN_IF_ERROR(ep->SetUp(conn));
+    NAARPC_RETURN_IF_ERROR(ep->PostMrspReceive());
+    return std::shared_ptr<void>(std::move(ep));
+  });
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
   return std::unique_ptr<NaaServer>(new NaaServer(std::move(impl)));

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -189,11 +190,33 @@ class Connection {
   // "peer disconnected"); empty while it is up or if the backend cannot tell.
   // Flushed completions name it in their errors.
   virtual std::string down_reason() const { return {}; }
+
+  // What the listener's accept hook returned for this connection
+  // (Listener::SetAcceptHook); null once taken, or if none ran.
+  std::shared_ptr<void> TakeAcceptContext() { return std::move(accept_context_); }
+  void SetAcceptContext(std::shared_ptr<void> context) { accept_context_ = std::move(context); }
+
+ private:
+  std::shared_ptr<void> accept_context_;
 };
 
 class Listener {
  public:
   virtual ~Listener() = default;
+  // Runs on each new connection before the peer learns that it was accepted
+  // (the peer cannot send yet): the place to register memory and post the
+  // receives the peer's first messages need, so that none of them meets a
+  // missing receive (an RNR NAK and its wait, on verbs). What it returns
+  // stays with the connection (Connection::TakeAcceptContext); an error
+  // refuses the connection, and Accept goes on with the next one. Called
+  // from Accept. Returns false if the backend cannot run it (the caller
+  // then prepares each connection after Accept). REQUIRES: before the
+  // first Accept.
+  using AcceptHook = std::function<Result<std::shared_ptr<void>>(Connection&)>;
+  virtual bool SetAcceptHook(AcceptHook hook) {
+    (void)hook;
+    return false;
+  }
   // Waits for the next incoming connection.
   virtual Result<std::unique_ptr<Connection>> Accept(Deadline deadline) = 0;
   // The bound port (useful when listening on port 0).

@@ -1525,8 +1525,20 @@ class EmuListener final : public Listener {
         Pending done = std::move(h);
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         NAARPC_RETURN_IF_ERROR(*done.result);
-        return std::unique_ptr<Connection>(
+        std::unique_ptr<Connection> conn(
             new EmuConnection(std::move(done.fd), /*listener_side=*/true, done.peer, opts_));
+        // Before the connection's first progress step: nothing the peer
+        // sent has been taken off the socket yet, so the hook's receives are
+        // there for its first messages, as they are before rdma_accept.
+        if (hook_) {
+          auto context = hook_(*conn);
+          if (!context.ok()) {
+            --i;  // pending_[i] is the next one now
+            continue;  // refused: closed
+          }
+          conn->SetAcceptContext(std::move(context).value());
+        }
+        return conn;
       }
       Clock::time_point wake = deadline.when();
       fds.clear();
@@ -1551,6 +1563,11 @@ class EmuListener final : public Listener {
   }
 
   uint16_t port() const override { return port_; }
+
+  bool SetAcceptHook(AcceptHook hook) override {
+    hook_ = std::move(hook);
+    return true;
+  }
 
   void Shutdown() override {
     shutdown_.store(true, std::memory_order_release);
@@ -1643,6 +1660,7 @@ class EmuListener final : public Listener {
   UniqueFd fd_, event_fd_;
   uint16_t port_;
   EmulatedOptions opts_;
+  AcceptHook hook_;
   std::atomic<bool> shutdown_{false};
   // One Accept at a time (a turn); pending_ belongs to the caller whose
   // turn it is.

@@ -39,7 +39,6 @@ using Clock = std::chrono::steady_clock;
 
 // NAAICE reference library connection parameters.
 constexpr uint8_t kRetryCount = 7;
-constexpr uint8_t kRnrRetryCount = 6;
 constexpr uint8_t kInitiatorDepth = 1;
 constexpr uint8_t kResponderResources = 1;
 // CM address/route resolution timeout per step.
@@ -352,8 +351,10 @@ class VerbsConnection final : public Connection {
   VerbsConnection(std::shared_ptr<Core> core, const VerbsOptions& opt)
       : core_(std::move(core)), opt_(opt) {
     peer_ = SockaddrToString(rdma_get_peer_addr(core_->id.get()));
-    core_->SetMinRnrTimer(opt_.min_rnr_timer);
   }
+
+  // Once the connection is established (the QP in RTS).
+  void Established() { core_->SetMinRnrTimer(opt_.min_rnr_timer); }
 
   ~VerbsConnection() override { Disconnect().IgnoreError(); }
 
@@ -811,12 +812,12 @@ class VerbsConnection final : public Connection {
   UniqueFd notify_ep_, flush_timer_;  // notify_fd()
 };
 
-rdma_conn_param ConnParam() {
+rdma_conn_param ConnParam(const VerbsOptions& opt) {
   rdma_conn_param p{};
   p.responder_resources = kResponderResources;
   p.initiator_depth = kInitiatorDepth;
   p.retry_count = kRetryCount;
-  p.rnr_retry_count = kRnrRetryCount;
+  p.rnr_retry_count = opt.rnr_retry_count;
   return p;  // no private data
 }
 
@@ -884,6 +885,7 @@ class VerbsListener final : public Listener {
       const bool established = ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0;
       ev.reset();  // acked: the id may now migrate or be destroyed
       std::shared_ptr<Core> core = std::move(it->second.core);
+      std::unique_ptr<VerbsConnection> conn = std::move(it->second.conn);
       setups_.erase(it);
       if (!established) continue;  // rejected, unreachable, gone: the next one
       auto ch = NewEventChannel();
@@ -892,8 +894,15 @@ class VerbsListener final : public Listener {
       if (rdma_migrate_id(raw_id, core->channel.get()) != 0) {
         return InternalError(ErrnoText("rdma_migrate_id", errno));
       }
-      return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(std::move(core), opt_));
+      if (!conn) conn = std::make_unique<VerbsConnection>(std::move(core), opt_);
+      conn->Established();
+      return std::unique_ptr<Connection>(std::move(conn));
     }
+  }
+
+  bool SetAcceptHook(AcceptHook hook) override {
+    hook_ = std::move(hook);
+    return true;
   }
 
   uint16_t port() const override { return port_; }
@@ -907,11 +916,15 @@ class VerbsListener final : public Listener {
   static constexpr auto kSetupTimeout = std::chrono::seconds(10);
   struct Setup {
     std::shared_ptr<Core> core;  // id on the listener's channel until established
+    // With an accept hook: the connection it prepared (its QP in INIT, the
+    // hook's receives posted). Declared after `core`: destroyed first.
+    std::unique_ptr<VerbsConnection> conn;
     Deadline deadline = Deadline::Infinite();
   };
 
-  // Creates the resources of a requested connection and accepts it; a
-  // failure rejects it.
+  // Creates the resources of a requested connection, runs the accept hook
+  // on it (the QP exists and takes receives; the peer cannot send before
+  // rdma_accept), and accepts it; a failure rejects it.
   void BeginSetup(rdma_cm_id* raw_id) {
     auto core = std::make_shared<Core>();
     core->id.reset(raw_id);
@@ -919,9 +932,20 @@ class VerbsListener final : public Listener {
       rdma_reject(raw_id, nullptr, 0);
       return;  // core destroys the id
     }
-    rdma_conn_param param = ConnParam();
+    std::unique_ptr<VerbsConnection> conn;
+    if (hook_) {
+      conn = std::make_unique<VerbsConnection>(core, opt_);
+      auto context = hook_(*conn);
+      if (!context.ok()) {
+        rdma_reject(raw_id, nullptr, 0);
+        return;
+      }
+      conn->SetAcceptContext(std::move(context).value());
+    }
+    rdma_conn_param param = ConnParam(opt_);
     if (rdma_accept(raw_id, &param) != 0) return;  // the client went away
-    setups_.insert_or_assign(raw_id, Setup{std::move(core), Deadline::After(kSetupTimeout)});
+    setups_.insert_or_assign(raw_id, Setup{std::move(core), std::move(conn),
+                                           Deadline::After(kSetupTimeout)});
   }
 
   void DropExpiredSetups() {
@@ -936,6 +960,7 @@ class VerbsListener final : public Listener {
   uint16_t port_ = 0;
   EventFd wake_;
   std::atomic<bool> shutdown_{false};
+  AcceptHook hook_;
   // Connections in set-up (Accept only: one caller at a time). Declared
   // last: their ids use channel_, so they go first.
   std::map<rdma_cm_id*, Setup> setups_;
@@ -1028,7 +1053,7 @@ class VerbsTransport final : public Transport {
     NAARPC_RETURN_IF_ERROR(ExpectCmEvent(core->channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED,
                                          deadline, "resolve route"));
     NAARPC_RETURN_IF_ERROR(core->CreateResources(opt_));
-    rdma_conn_param param = ConnParam();
+    rdma_conn_param param = ConnParam(opt_);
     if (rdma_connect(raw, &param) != 0) {
       return UnavailableError(ErrnoText("rdma_connect", errno));
     }
@@ -1038,8 +1063,9 @@ class VerbsTransport final : public Transport {
       return CmEventError(ev.get(), "connect");
     }
     ev.reset();
-    return std::unique_ptr<Connection>(
-        std::make_unique<VerbsConnection>(std::move(core), opt_));
+    auto conn = std::make_unique<VerbsConnection>(std::move(core), opt_);
+    conn->Established();
+    return std::unique_ptr<Connection>(std::move(conn));
   }
 
   const VerbsOptions opt_;
@@ -1091,6 +1117,12 @@ Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options) {
   }
   if (options.max_send_wr == 0 || options.max_recv_wr == 0) {
     return InvalidArgumentError("VerbsOptions: max_send_wr/max_recv_wr must be > 0");
+  }
+  if (options.rnr_retry_count > 7 || options.min_rnr_timer > 31) {
+    return InvalidArgumentError("VerbsOptions: rnr_retry_count is 0-7 (got " +
+                                std::to_string(options.rnr_retry_count) +
+                                "), min_rnr_timer 0-31 (got " +
+                                std::to_string(options.min_rnr_timer) + ")");
   }
   std::string device_address;
   std::optional<sockaddr_storage> source;

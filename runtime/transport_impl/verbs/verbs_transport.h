@@ -46,11 +46,16 @@ struct VerbsOptions {
   std::chrono::milliseconds connect_retry_delay{100};
   // IB-encoded RNR NAK timer this side asks a sender to wait when no receive
   // is posted (12 = 0.64 ms, 18 = 5.12 ms, 31 = 491.52 ms, 0 = 655 ms);
-  // applied after establishment. Only the MRSP request can meet a missing
-  // receive (the NAA posts it right after accepting, from its own thread);
-  // 31 gives a busy NAA ~3 s (6 retries) and costs nothing when the receive
-  // is in time, which it is but for a loaded machine.
-  uint8_t min_rnr_timer = 31;
+  // applied after establishment. naarpc posts every receive before the peer
+  // may send (the NAA its MRSP receive before accepting, Listener::
+  // SetAcceptHook; data receives ahead of the calls), so an RNR NAK means a
+  // peer that broke the protocol or a receive queue run dry; a sender
+  // retries rnr_retry_count times (~31 ms with 18 and 6), then fails the
+  // work request with kRnrRetryExceeded.
+  uint8_t min_rnr_timer = 18;
+  // How often this side's sends are retried after an RNR NAK: 0-6, or 7 for
+  // without end. 6 is the NAAICE reference library's value.
+  uint8_t rnr_retry_count = 6;
 };
 
 // How a verbs connection's waits ended (diagnostics, tests, benchmarks).
