@@ -56,6 +56,9 @@ import threading
 import time
 
 DIRECTIVE = re.compile(r"^<!--\s*doctest:\s*(.*)$")
+# `-j`, `--jobs` or `--parallel` without a count (end of the command, a shell
+# separator or another option next).
+UNBOUNDED_JOBS = re.compile(r"(?:^|\s)(?:-j|--jobs|--parallel)(?=\s*(?:$|[;&|)]|-))")
 
 
 @dataclasses.dataclass
@@ -471,6 +474,7 @@ class Checker:
     try:
       for b in blocks:
         try:
+          self.lint_commands(b)
           if "skip" in b.options:
             if not b.options["skip"].strip():
               raise DocError(f"{b.where(-1)}: skip needs a reason: skip=\"why\"")
@@ -519,10 +523,30 @@ class Checker:
                            "<!-- doctest: by=//its:test -->")
         except DocError as e:
           errors.append(str(e))
+      try:
+        self.finish_cpp()  # the document's last snippets: its errors and counts
+      except DocError as e:
+        errors.append(str(e))
     finally:
       if session:
         session.close()
     return errors
+
+  @staticmethod
+  def lint_commands(b):
+    """Rules for every command a doc shows, run here or not (skip=, by=):
+    no unbounded parallel build (`make -j`, `cmake --build DIR -j`): on a
+    small machine it starves everything else."""
+    if b.lang in ("sh", "bash", "shell", "console"):
+      commands = [(k, strip_comment(t)) for k, t in logical_lines(b.lines)]
+    elif b.lang == "":
+      commands = [(k, strip_comment(l[2:])) for k, l in enumerate(b.lines) if l.startswith("$ ")]
+    else:
+      return
+    for k, command in commands:
+      if UNBOUNDED_JOBS.search(command):
+        raise DocError(f"{b.where(k)}: `{command}`: a parallel build without a job count "
+                       "starts every job at once; give one (`-j \"$(nproc)\"`)")
 
   @staticmethod
   def is_transcript(b):
@@ -741,23 +765,31 @@ def main(argv):
     sys.stdout.write(extract(root if os.path.exists(os.path.join(root, argv[2])) else ".",
                              argv[2], argv[3]))
     return 0
-  docs = argv[1:]
+  docs = [os.path.normpath(d) for d in argv[1:]]
   tmp = tempfile.mkdtemp(prefix="doctest-", dir=os.environ.get("TEST_TMPDIR"))
   checker = Checker(Env(root, tmp))
   errors = []
   for doc in docs:
-    errors += checker.check_document(doc)
+    before, skipped = dict(checker.counts), len(checker.skipped)
+    doc_errors = checker.check_document(doc)
+    errors += doc_errors
+    n = {k: checker.counts[k] - before[k] for k in before}
+    print(f"doctest: {doc}: {n['commands']} commands, "
+          f"{n['compiled'] + n['idl'] + n['excerpts'] + n['by']} snippets, "
+          f"{len(checker.skipped) - skipped} not run"
+          + (f", {len(doc_errors)} FAILED" if doc_errors else ""))
   try:
     checker.finish_cpp()
   except DocError as e:
     errors.append(str(e))
   c = checker.counts
-  print(f"doctest: {len(docs)} documents: {c['commands']} commands run, {c['outputs']} "
-        f"outputs checked, {c['compiled']} C++ snippets compiled, {c['idl']} IDL files "
-        f"loaded, {c['excerpts']} excerpts matched, {c['golden']} byte vectors (by "
-        f"protocol_doc_test), {c['text']} diagrams (```text), {c['by']} blocks run by other "
-        f"tests, {len(checker.skipped)} "
-        "not run:")
+  snippets = c["compiled"] + c["idl"] + c["excerpts"] + c["by"]
+  print(f"doctest: {len(docs)} documents ({', '.join(docs)})")
+  print(f"doctest: {c['commands']} commands run ({c['outputs']} outputs checked), {snippets} "
+        f"snippets checked ({c['compiled']} C++ compiled, {c['idl']} IDL files loaded, "
+        f"{c['excerpts']} excerpts matched, {c['by']} run by other tests), {c['golden']} byte "
+        f"vectors (by protocol_doc_test), {c['text']} diagrams (```text), "
+        f"{len(checker.skipped)} not run:")
   for where, reason in checker.skipped:
     print(f"  {where}: {reason}")
   for e in errors:

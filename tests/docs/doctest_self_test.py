@@ -1,6 +1,6 @@
 """The doc test's own rules (tests/docs/doctest.py): a broken snippet, a
-wrong flag, a wrong output and an unmarked block fail, naming the document
-and the line; what is right passes."""
+wrong flag, a wrong output, an unmarked block and an unbounded `-j` fail,
+naming the document and the line; what is right passes."""
 
 import os
 import sys
@@ -117,6 +117,24 @@ class DocTestRules(unittest.TestCase):
     self.assertIn(f"{path}:1: a ```ruby block the doc test does not know how to run", errors[0])
     self.assertIn(f"{path}:6: skip needs a reason", errors[1])
     self.assertEqual(checker.skipped, [(f"{path}:11", "no Ruby here")])
+
+  def test_an_unbounded_parallel_build_fails_even_when_not_run(self):
+    path, errors, checker = self.check("""\
+        <!-- doctest: skip="builds naarpc" -->
+        ```sh
+        cmake -S . -B build
+        cmake --build build -j "$(nproc)"   # a count: fine
+        cmake --build build -j && cmake --install build
+        ```
+
+        ```
+        $ make -j
+        ```
+        """)
+    self.assertEqual(len(errors), 2, errors)
+    self.assertIn(f"{path}:5: `cmake --build build -j && cmake --install build`: a parallel "
+                  "build without a job count", errors[0])
+    self.assertIn(f"{path}:9: `make -j`", errors[1])
 
   def test_an_excerpt_must_match_its_file(self):
     path, errors, _ = self.check("""\
