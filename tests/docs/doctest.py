@@ -69,9 +69,13 @@ class Block:
   lines: list        # the block's text, one entry per line
   options: dict      # directive key -> value ('' for a bare key)
   setup: list        # hidden setup lines of the directive
+  setup_line: int = 0  # 1-based line of the first setup line
 
   def where(self, offset=0):
     return f"{self.path}:{self.line + 1 + offset}"
+
+
+FAILED = object()  # stands for the output of a command block that failed
 
 
 class DocError(Exception):
@@ -99,6 +103,7 @@ def parse_blocks(path, text):
     if m:
       first = m.group(1)
       setup = []
+      setup_line = i + 2
       if first.rstrip().endswith("-->"):
         first = first.rstrip()[:-3]
       else:
@@ -108,7 +113,7 @@ def parse_blocks(path, text):
           i += 1
         if i == len(lines):
           raise DocError(f"{path}:{i}: a doctest directive without its closing -->")
-      pending = (parse_directive(first), setup, i + 1)
+      pending = (parse_directive(first), setup, i + 1, setup_line)
       i += 1
       continue
     fence = re.match(r"^(\s*)(```+)\s*([\w+-]*)", line)
@@ -119,10 +124,10 @@ def parse_blocks(path, text):
       while j < len(lines) and not lines[j].strip().startswith(ticks):
         body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j])
         j += 1
-      options, setup = {}, []
+      options, setup, setup_line = {}, [], 0
       if pending is not None:
-        options, setup, _ = pending
-      blocks.append(Block(path, i + 1, lang.lower(), body, options, setup))
+        options, setup, _, setup_line = pending
+      blocks.append(Block(path, i + 1, lang.lower(), body, options, setup, setup_line))
       pending = None
       i = j + 1
       continue
@@ -495,6 +500,9 @@ class Checker:
                 previous = self.run_commands(b, session)
             continue
           if b.lang == "":
+            if previous is FAILED:
+              previous = None  # the output of a command that failed (reported)
+              continue
             if previous is None:
               raise DocError(f"{b.where(-1)}: a plain block the doc test cannot place: not "
                              "after a command block, no `$ ` command lines; mark it "
@@ -523,6 +531,7 @@ class Checker:
                            "<!-- doctest: by=//its:test -->")
         except DocError as e:
           errors.append(str(e))
+          previous = FAILED if b.lang in ("sh", "bash", "shell") else None
       try:
         self.finish_cpp()  # the document's last snippets: its errors and counts
       except DocError as e:
@@ -646,18 +655,23 @@ class Checker:
     # Hidden setup: the lines before a `---` line go before the snippet, the
     # rest after it (e.g. a class around a member function).
     before, after = b.setup, []
+    after_line = 0
     if "---" in [l.strip() for l in b.setup]:
       k = [l.strip() for l in b.setup].index("---")
       before, after = b.setup[:k], b.setup[k + 1:]
+      after_line = b.setup_line + k + 1
+    # Errors in the hidden setup point at its lines in the directive.
+    setup_at = f'#line {b.setup_line} "{b.path}"\n' if b.setup_line else ""
+    after_at = f'#line {after_line} "{b.path}"\n' if after_line else '#line 1 "(setup)"\n'
     src = CPP_PRELUDE + "".join(f'#include "{i}"\n' for i in includes)
     if b.options.get("wrap") == "function":
-      src += "int DocSnippet() {\n" + "\n".join(before) + "\n"
+      src += "int DocSnippet() {\n" + setup_at + "\n".join(before) + "\n"
       src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
-      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n}\n"
+      src += after_at + "\n".join(after) + "\n}\n"
     else:
-      src += "\n".join(before) + "\n"
+      src += setup_at + "\n".join(before) + "\n"
       src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
-      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n"
+      src += after_at + "\n".join(after) + "\n"
     fd, name = tempfile.mkstemp(suffix=".cc", dir=self.env.tmp)
     with os.fdopen(fd, "w") as f:
       f.write(src)

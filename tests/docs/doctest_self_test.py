@@ -43,6 +43,33 @@ class DocTestRules(unittest.TestCase):
     self.assertIn(f"{path}:4:", errors[0])  # the compiler's error, at the doc's line
     self.assertIn("NoSuchFunction", errors[0])
 
+  def test_a_broken_setup_line_fails_at_its_line(self):
+    path, errors, _ = self.check("""\
+        <!-- doctest: wrap=function
+        auto transport = naarpc::NewTransport("emulated");
+        naarpc::Transport& t = *transport;
+        -->
+        ```cpp
+        (void)t;
+        ```
+        """)
+    self.assertEqual(len(errors), 1, errors)
+    self.assertIn(f"{path}:5: the C++ snippet does not compile", errors[0])
+    self.assertIn(f"{path}:3:", errors[0])  # the hidden setup line, in the directive
+
+  def test_the_output_of_a_failed_command_is_not_reported_again(self):
+    path, errors, _ = self.check("""\
+        ```sh
+        naarpc describe --no-such-flag services/vector/vector.naa.yaml
+        ```
+
+        ```
+        service VectorArith (6 routines)
+        ```
+        """)
+    self.assertEqual(len(errors), 1, errors)
+    self.assertIn(f"{path}:2: `naarpc describe --no-such-flag", errors[0])
+
   def test_a_right_snippet_compiles(self):
     _, errors, checker = self.check("""\
         <!-- doctest: wrap=function
