@@ -4,7 +4,8 @@ nothing of runtime/ (issue 15).
 
 Checked over the committed goldens (tests/codegen/golden), the files that
 naarpc_cc_library generates (//tests/codegen:golden_naa, given as arguments)
-and include/naarpc/ itself."""
+and include/naarpc/ itself; docs/using.md's table of public headers lists
+exactly include/naarpc/ (issue 27)."""
 import os
 import re
 import sys
@@ -64,6 +65,22 @@ class PublicHeadersTest(unittest.TestCase):
             with self.subTest(generated=rel):
                 self.assertEqual(non_public(os.path.join(ROOT, rel), own_generated_header), [],
                                  "%s includes a non-public header" % rel)
+
+    def test_using_md_lists_every_public_header(self):
+        # docs/using.md's table of public headers names each of them (and no
+        # other), and naarpc.h includes all but those the table says it leaves
+        # to generated code.
+        with open(os.path.join(ROOT, "docs", "using.md"), encoding="utf-8") as f:
+            rows = [l for l in f.read().splitlines() if l.startswith("| `naarpc/")]
+        listed = [re.match(r"\| `(naarpc/[\w.]+\.h)`", r).group(1) for r in rows]
+        self.assertEqual(sorted(listed), sorted(public_headers()),
+                         "docs/using.md's table of public headers vs include/naarpc/")
+        umbrella = [r for r in rows if r.startswith("| `naarpc/naarpc.h`")][0]
+        left_out = set(re.findall(r"`(\w+\.h)`", umbrella.split("|")[2]))
+        self.assertEqual(
+            set(quoted_includes(os.path.join(PUBLIC_DIR, "naarpc.h"))),
+            public_headers() - {"naarpc/naarpc.h"} - {"naarpc/" + h for h in left_out},
+            "naarpc/naarpc.h vs docs/using.md's 'all of the below except ...'")
 
     def test_checker_rejects_internal_headers(self):
         # The check itself: an internal include is reported.

@@ -56,6 +56,9 @@ import threading
 import time
 
 DIRECTIVE = re.compile(r"^<!--\s*doctest:\s*(.*)$")
+# `-j`, `--jobs` or `--parallel` without a count (end of the command, a shell
+# separator or another option next).
+UNBOUNDED_JOBS = re.compile(r"(?:^|\s)(?:-j|--jobs|--parallel)(?=\s*(?:$|[;&|)]|-))")
 
 
 @dataclasses.dataclass
@@ -66,9 +69,13 @@ class Block:
   lines: list        # the block's text, one entry per line
   options: dict      # directive key -> value ('' for a bare key)
   setup: list        # hidden setup lines of the directive
+  setup_line: int = 0  # 1-based line of the first setup line
 
   def where(self, offset=0):
     return f"{self.path}:{self.line + 1 + offset}"
+
+
+FAILED = object()  # stands for the output of a command block that failed
 
 
 class DocError(Exception):
@@ -96,6 +103,7 @@ def parse_blocks(path, text):
     if m:
       first = m.group(1)
       setup = []
+      setup_line = i + 2
       if first.rstrip().endswith("-->"):
         first = first.rstrip()[:-3]
       else:
@@ -105,7 +113,7 @@ def parse_blocks(path, text):
           i += 1
         if i == len(lines):
           raise DocError(f"{path}:{i}: a doctest directive without its closing -->")
-      pending = (parse_directive(first), setup, i + 1)
+      pending = (parse_directive(first), setup, i + 1, setup_line)
       i += 1
       continue
     fence = re.match(r"^(\s*)(```+)\s*([\w+-]*)", line)
@@ -116,10 +124,10 @@ def parse_blocks(path, text):
       while j < len(lines) and not lines[j].strip().startswith(ticks):
         body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j])
         j += 1
-      options, setup = {}, []
+      options, setup, setup_line = {}, [], 0
       if pending is not None:
-        options, setup, _ = pending
-      blocks.append(Block(path, i + 1, lang.lower(), body, options, setup))
+        options, setup, _, setup_line = pending
+      blocks.append(Block(path, i + 1, lang.lower(), body, options, setup, setup_line))
       pending = None
       i = j + 1
       continue
@@ -471,6 +479,7 @@ class Checker:
     try:
       for b in blocks:
         try:
+          self.lint_commands(b)
           if "skip" in b.options:
             if not b.options["skip"].strip():
               raise DocError(f"{b.where(-1)}: skip needs a reason: skip=\"why\"")
@@ -491,6 +500,9 @@ class Checker:
                 previous = self.run_commands(b, session)
             continue
           if b.lang == "":
+            if previous is FAILED:
+              previous = None  # the output of a command that failed (reported)
+              continue
             if previous is None:
               raise DocError(f"{b.where(-1)}: a plain block the doc test cannot place: not "
                              "after a command block, no `$ ` command lines; mark it "
@@ -519,10 +531,31 @@ class Checker:
                            "<!-- doctest: by=//its:test -->")
         except DocError as e:
           errors.append(str(e))
+          previous = FAILED if b.lang in ("sh", "bash", "shell") else None
+      try:
+        self.finish_cpp()  # the document's last snippets: its errors and counts
+      except DocError as e:
+        errors.append(str(e))
     finally:
       if session:
         session.close()
     return errors
+
+  @staticmethod
+  def lint_commands(b):
+    """Rules for every command a doc shows, run here or not (skip=, by=):
+    no unbounded parallel build (`make -j`, `cmake --build DIR -j`): on a
+    small machine it starves everything else."""
+    if b.lang in ("sh", "bash", "shell", "console"):
+      commands = [(k, strip_comment(t)) for k, t in logical_lines(b.lines)]
+    elif b.lang == "":
+      commands = [(k, strip_comment(l[2:])) for k, l in enumerate(b.lines) if l.startswith("$ ")]
+    else:
+      return
+    for k, command in commands:
+      if UNBOUNDED_JOBS.search(command):
+        raise DocError(f"{b.where(k)}: `{command}`: a parallel build without a job count "
+                       "starts every job at once; give one (`-j \"$(nproc)\"`)")
 
   @staticmethod
   def is_transcript(b):
@@ -622,18 +655,23 @@ class Checker:
     # Hidden setup: the lines before a `---` line go before the snippet, the
     # rest after it (e.g. a class around a member function).
     before, after = b.setup, []
+    after_line = 0
     if "---" in [l.strip() for l in b.setup]:
       k = [l.strip() for l in b.setup].index("---")
       before, after = b.setup[:k], b.setup[k + 1:]
+      after_line = b.setup_line + k + 1
+    # Errors in the hidden setup point at its lines in the directive.
+    setup_at = f'#line {b.setup_line} "{b.path}"\n' if b.setup_line else ""
+    after_at = f'#line {after_line} "{b.path}"\n' if after_line else '#line 1 "(setup)"\n'
     src = CPP_PRELUDE + "".join(f'#include "{i}"\n' for i in includes)
     if b.options.get("wrap") == "function":
-      src += "int DocSnippet() {\n" + "\n".join(before) + "\n"
+      src += "int DocSnippet() {\n" + setup_at + "\n".join(before) + "\n"
       src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
-      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n}\n"
+      src += after_at + "\n".join(after) + "\n}\n"
     else:
-      src += "\n".join(before) + "\n"
+      src += setup_at + "\n".join(before) + "\n"
       src += f'#line {b.line + 1} "{b.path}"\n' + "\n".join(b.lines) + "\n"
-      src += "#line 1 \"(setup)\"\n" + "\n".join(after) + "\n"
+      src += after_at + "\n".join(after) + "\n"
     fd, name = tempfile.mkstemp(suffix=".cc", dir=self.env.tmp)
     with os.fdopen(fd, "w") as f:
       f.write(src)
@@ -741,23 +779,31 @@ def main(argv):
     sys.stdout.write(extract(root if os.path.exists(os.path.join(root, argv[2])) else ".",
                              argv[2], argv[3]))
     return 0
-  docs = argv[1:]
+  docs = [os.path.normpath(d) for d in argv[1:]]
   tmp = tempfile.mkdtemp(prefix="doctest-", dir=os.environ.get("TEST_TMPDIR"))
   checker = Checker(Env(root, tmp))
   errors = []
   for doc in docs:
-    errors += checker.check_document(doc)
+    before, skipped = dict(checker.counts), len(checker.skipped)
+    doc_errors = checker.check_document(doc)
+    errors += doc_errors
+    n = {k: checker.counts[k] - before[k] for k in before}
+    print(f"doctest: {doc}: {n['commands']} commands, "
+          f"{n['compiled'] + n['idl'] + n['excerpts'] + n['by']} snippets, "
+          f"{len(checker.skipped) - skipped} not run"
+          + (f", {len(doc_errors)} FAILED" if doc_errors else ""))
   try:
     checker.finish_cpp()
   except DocError as e:
     errors.append(str(e))
   c = checker.counts
-  print(f"doctest: {len(docs)} documents: {c['commands']} commands run, {c['outputs']} "
-        f"outputs checked, {c['compiled']} C++ snippets compiled, {c['idl']} IDL files "
-        f"loaded, {c['excerpts']} excerpts matched, {c['golden']} byte vectors (by "
-        f"protocol_doc_test), {c['text']} diagrams (```text), {c['by']} blocks run by other "
-        f"tests, {len(checker.skipped)} "
-        "not run:")
+  snippets = c["compiled"] + c["idl"] + c["excerpts"] + c["by"]
+  print(f"doctest: {len(docs)} documents ({', '.join(docs)})")
+  print(f"doctest: {c['commands']} commands run ({c['outputs']} outputs checked), {snippets} "
+        f"snippets checked ({c['compiled']} C++ compiled, {c['idl']} IDL files loaded, "
+        f"{c['excerpts']} excerpts matched, {c['by']} run by other tests), {c['golden']} byte "
+        f"vectors (by protocol_doc_test), {c['text']} diagrams (```text), "
+        f"{len(checker.skipped)} not run:")
   for where, reason in checker.skipped:
     print(f"  {where}: {reason}")
   for e in errors:

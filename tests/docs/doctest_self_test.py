@@ -1,6 +1,6 @@
 """The doc test's own rules (tests/docs/doctest.py): a broken snippet, a
-wrong flag, a wrong output and an unmarked block fail, naming the document
-and the line; what is right passes."""
+wrong flag, a wrong output, an unmarked block and an unbounded `-j` fail,
+naming the document and the line; what is right passes."""
 
 import os
 import sys
@@ -42,6 +42,33 @@ class DocTestRules(unittest.TestCase):
     self.assertIn(f"{path}:2: the C++ snippet does not compile", errors[0])
     self.assertIn(f"{path}:4:", errors[0])  # the compiler's error, at the doc's line
     self.assertIn("NoSuchFunction", errors[0])
+
+  def test_a_broken_setup_line_fails_at_its_line(self):
+    path, errors, _ = self.check("""\
+        <!-- doctest: wrap=function
+        auto transport = naarpc::NewTransport("emulated");
+        naarpc::Transport& t = *transport;
+        -->
+        ```cpp
+        (void)t;
+        ```
+        """)
+    self.assertEqual(len(errors), 1, errors)
+    self.assertIn(f"{path}:5: the C++ snippet does not compile", errors[0])
+    self.assertIn(f"{path}:3:", errors[0])  # the hidden setup line, in the directive
+
+  def test_the_output_of_a_failed_command_is_not_reported_again(self):
+    path, errors, _ = self.check("""\
+        ```sh
+        naarpc describe --no-such-flag services/vector/vector.naa.yaml
+        ```
+
+        ```
+        service VectorArith (6 routines)
+        ```
+        """)
+    self.assertEqual(len(errors), 1, errors)
+    self.assertIn(f"{path}:2: `naarpc describe --no-such-flag", errors[0])
 
   def test_a_right_snippet_compiles(self):
     _, errors, checker = self.check("""\
@@ -117,6 +144,24 @@ class DocTestRules(unittest.TestCase):
     self.assertIn(f"{path}:1: a ```ruby block the doc test does not know how to run", errors[0])
     self.assertIn(f"{path}:6: skip needs a reason", errors[1])
     self.assertEqual(checker.skipped, [(f"{path}:11", "no Ruby here")])
+
+  def test_an_unbounded_parallel_build_fails_even_when_not_run(self):
+    path, errors, checker = self.check("""\
+        <!-- doctest: skip="builds naarpc" -->
+        ```sh
+        cmake -S . -B build
+        cmake --build build -j "$(nproc)"   # a count: fine
+        cmake --build build -j && cmake --install build
+        ```
+
+        ```
+        $ make -j
+        ```
+        """)
+    self.assertEqual(len(errors), 2, errors)
+    self.assertIn(f"{path}:5: `cmake --build build -j && cmake --install build`: a parallel "
+                  "build without a job count", errors[0])
+    self.assertIn(f"{path}:9: `make -j`", errors[1])
 
   def test_an_excerpt_must_match_its_file(self):
     path, errors, _ = self.check("""\
