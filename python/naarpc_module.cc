@@ -367,9 +367,15 @@ class Client {
         Give(session);
         Throw(view.status(), service);
       }
+      // Written into the caller's array: an output's (out=...), or an inout's
+      // if it is the registered buffer (from empty(): in place, no copy). An
+      // inout given a plain array gets a new one; its input is not touched.
       const Arg* given = nullptr;
       for (const Arg& a : args) {
-        if (a.param == &p) given = &a;
+        if (a.param == &p &&
+            (!p.is_input() || a.array.data() == static_cast<const void*>(view->data.data()))) {
+          given = &a;
+        }
       }
       const auto count = static_cast<py::ssize_t>(view->count);
       if (given != nullptr) {
@@ -548,7 +554,7 @@ class Client {
                             " elements (" + TypeName(p) + (p.variable ? ", its maximum" : "") +
                             "), got " + std::to_string(n));
     }
-    if (p.is_output()) {
+    if (!p.is_input()) {
       if (!a.writeable()) throw py::value_error(what + " is an output, but the array is read-only");
       if (!(a.flags() & py::array::c_style)) {
         throw py::value_error(what + " is an output; its array must be contiguous");
