@@ -3,8 +3,9 @@ emulated transport: //examples:naa_server (the example services' generated
 skeletons), `naarpc serve` and NAAs served from Python. Run by
 //python:python_test (python/run_pytest.sh) from the runfiles root.
 
-The snippets of docs/python.md run here too: `tests/docs/doctest.py extract
-docs/python.md ID` for the ids quickstart, errors and serve.
+The snippets of docs/python.md run here too (test_doc_snippets):
+`tests/docs/doctest.py extract docs/python.md ID` for the ids quickstart,
+errors and serve.
 """
 
 import asyncio
