@@ -26,7 +26,7 @@ std::string TypeName(const idl::Param& p) { return std::string(idl::Describe(p.t
 // from its Value chunk by chunk, an output stream appended to its Value.
 class MemoryStreams final : public StreamHandler {
  public:
-  void AddInput(const idl::Param* param, const Value* value) {
+  void AddInput(const idl::Param* param, const ValueView* value) {
     streams_.push_back({param, value, 0, {}});
   }
   void AddOutput(const idl::Param* param) { streams_.push_back({param, nullptr, 0, {}}); }
@@ -80,7 +80,7 @@ class MemoryStreams final : public StreamHandler {
   static constexpr uint64_t kMaxOutputBytes = uint64_t{1} << 30;
   struct Stream {
     const idl::Param* param;
-    const Value* input;  // null: an output stream
+    const ValueView* input;  // null: an output stream
     size_t offset;       // input: bytes produced so far
     Value output;
   };
@@ -132,6 +132,40 @@ Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
 
 Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                            std::map<std::string, Value>* outputs, Deadline deadline) {
+  std::map<std::string, ValueView> views;
+  for (const auto& [param_name, value] : inputs) {
+    views[param_name] = ValueView{value.count, value.data};
+  }
+  Status status = Invoke(views, outputs, deadline);
+  if (!status.ok()) return status;
+  for (const idl::Param& p : routine_.params) {
+    if (!p.is_output() || StreamOf(p)) continue;
+    auto out = Output(p);
+    if (!out.ok()) return out.status();
+    if (outputs == nullptr) continue;
+    Value& v = (*outputs)[p.name];
+    v.count = out->count;
+    v.data.assign(out->data.begin(), out->data.end());
+  }
+  return Status::Ok();
+}
+
+Result<ValueView> DynamicCall::Output(const idl::Param& p) {
+  std::span<const std::byte> buffer = session_->buffer(p.index);
+  uint64_t count = p.count;
+  if (p.variable) {
+    count = codegen::ReadLengthHeader(buffer);
+    if (count > p.count) {
+      return ProtocolError(name_ + ": the NAA returned " + std::to_string(count) +
+                           " elements for '" + p.name + "', more than its maximum " +
+                           std::to_string(p.count));
+    }
+  }
+  return ValueView{count, buffer.subspan(p.data_offset(), count * idl::Describe(p.type).size)};
+}
+
+Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
+                           std::map<std::string, Value>* stream_outputs, Deadline deadline) {
   const std::string& name = name_;
   // Every input present and sized as the IDL says; no unknown names.
   for (const auto& [param_name, value] : inputs) {
@@ -175,13 +209,15 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
                                   (p.variable ? "at most " : "") + std::to_string(p.count) + " x " +
                                   TypeName(p) + "); nothing was sent");
     }
-    const Value& v = it->second;
+    const ValueView& v = it->second;
     if (StreamOf(p)) {
       streams.AddInput(&p, &v);
       sent += v.data.size();
       continue;
     }
-    if (!v.data.empty()) std::memcpy(buffer.data() + p.data_offset(), v.data.data(), v.data.size());
+    std::byte* const dst = buffer.data() + p.data_offset();
+    // Already in place (an array over the registered buffer): nothing to copy.
+    if (!v.data.empty() && v.data.data() != dst) std::memmove(dst, v.data.data(), v.data.size());
     if (p.variable) {
       codegen::WriteLengthHeader(buffer, v.count);
       send_lengths[p.index] = codegen::kLengthHeaderSize + v.data.size();
@@ -198,25 +234,12 @@ Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
     return codegen::AnnotateCallStatus(
         status, name, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
   }
-  if (outputs != nullptr) streams.MoveOutputs(*outputs);
+  if (stream_outputs != nullptr) streams.MoveOutputs(*stream_outputs);
   for (const idl::Param& p : routine_.params) {
     if (!p.is_output() || StreamOf(p)) continue;
-    std::span<const std::byte> buffer = session_->buffer(p.index);
-    uint64_t count = p.count;
-    if (p.variable) {
-      count = codegen::ReadLengthHeader(buffer);
-      if (count > p.count) {
-        return ProtocolError(name + ": the NAA returned " + std::to_string(count) +
-                             " elements for '" + p.name + "', more than its maximum " +
-                             std::to_string(p.count));
-      }
-    }
-    const size_t bytes = count * idl::Describe(p.type).size;
-    last_bytes_received_ += p.data_offset() + bytes;
-    if (outputs == nullptr) continue;
-    Value& v = (*outputs)[p.name];
-    v.count = count;
-    v.data.assign(buffer.begin() + p.data_offset(), buffer.begin() + p.data_offset() + bytes);
+    auto out = Output(p);
+    if (!out.ok()) return out.status();
+    last_bytes_received_ += p.data_offset() + out->data.size();
   }
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 #define NAARPC_TOOLS_NAARPC_DYNAMIC_CALL_H_
 
 #include <map>
+#include <span>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,13 @@ std::vector<RegionSpec> RegionsOf(const idl::Routine& routine);
 // application errors, "OK" for 0; empty if unknown.
 std::string StatusName(const idl::Service& service, uint8_t status);
 
+// One parameter's elements in memory the caller owns (raw host-order bytes):
+// what Invoke sends from, and where an output lies after a call.
+struct ValueView {
+  uint64_t count = 0;                // elements
+  std::span<const std::byte> data;  // count * element size bytes
+};
+
 // One connection (a ClientSession) for one routine. Not thread-safe.
 class DynamicCall {
  public:
@@ -47,6 +55,21 @@ class DynamicCall {
   // sent then.
   Status Invoke(const std::map<std::string, Value>& inputs, std::map<std::string, Value>* outputs,
                 Deadline deadline);
+
+  // The same from memory the caller owns (the Python module's numpy arrays):
+  // each input is copied once into the session's registered buffer, or not
+  // at all if it already is that buffer (session().buffer(index) at the
+  // parameter's data offset). Outputs stay in the session's buffers (read
+  // them with Output()); output streams, which have no buffer, are collected
+  // into `stream_outputs` (if not null).
+  Status Invoke(const std::map<std::string, ValueView>& inputs,
+                std::map<std::string, Value>* stream_outputs, Deadline deadline);
+
+  // After a successful Invoke: the elements of output parameter `param` (not
+  // a stream) in the session's buffer, valid until the next Invoke. A
+  // variable-length output's count is its length header, checked against
+  // its maximum (kProtocolError beyond).
+  Result<ValueView> Output(const idl::Param& param);
 
   // Bytes written to the NAA by the last Invoke (for throughput figures).
   uint64_t last_bytes_sent() const { return last_bytes_sent_; }

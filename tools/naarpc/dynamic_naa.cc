@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "naarpc/codegen_support.h"
@@ -106,7 +107,7 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
                                     " and " + s->name + "." + r.name +
                                     "; serve one of the services (--service)");
       }
-      e = Entry{s, &r, Kernel{}, "echo"};
+      e = Entry{s, &r, Kernel{}, "echo", nullptr};
       naa->codes_.push_back(r.code);
     }
   }
@@ -132,6 +133,84 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
     }
   }
   return naa;
+}
+
+Status DynamicNaa::SetKernel(std::string_view routine, KernelFunction fn, std::string label) {
+  bool matched = false;
+  for (uint8_t code : codes_) {
+    Entry& e = by_code_[code];
+    const std::string full = e.service->name + "." + e.routine->name;
+    if (routine != e.routine->name && routine != full) continue;
+    if (matched) {
+      return InvalidArgumentError("routine '" + std::string(routine) +
+                                  "' is in several services; write Service." +
+                                  std::string(routine));
+    }
+    if (HasStreams(*e.routine)) {
+      return InvalidArgumentError(full +
+                                  " has stream parameters, which a kernel given as a function "
+                                  "cannot serve yet");
+    }
+    e.function = std::make_shared<const KernelFunction>(fn);
+    e.kernel_spec = label;
+    matched = true;
+  }
+  if (!matched) {
+    std::string all;
+    for (uint8_t code : codes_) {
+      all += (all.empty() ? "" : ", ") + by_code_[code].service->name + "." +
+             by_code_[code].routine->name;
+    }
+    return NotFoundError("no routine '" + std::string(routine) + "' in the served services (" +
+                         all + ")");
+  }
+  return Status::Ok();
+}
+
+uint8_t DynamicNaa::RunFunction(const Entry& e, NaaCall& call,
+                                const std::vector<uint64_t>& counts,
+                                const std::vector<std::span<const std::byte>>& in_data) {
+  const idl::Routine& r = *e.routine;
+  KernelArgs args;
+  args.call = &call;
+  args.service = e.service;
+  args.routine = &r;
+  args.data.resize(r.params.size());
+  args.counts.assign(counts.begin(), counts.end());
+  std::optional<uint64_t> first_variable_input;
+  for (const idl::Param& p : r.params) {
+    if (p.is_input() && p.variable && !first_variable_input) first_variable_input = counts[p.index];
+  }
+  for (const idl::Param& p : r.params) {
+    NaaRegion& region = call.params[p.naa_index];
+    const size_t elem = idl::Describe(p.type).size;
+    if (p.is_output()) {
+      args.data[p.index] = region.data.subspan(p.data_offset(), p.count * elem);
+      if (p.variable && !p.is_input()) {
+        args.counts[p.index] = std::min<uint64_t>(first_variable_input.value_or(p.count), p.count);
+      }
+    } else {
+      // Inputs are the NAA's own buffers: writable, though the host never sees it.
+      args.data[p.index] = std::span<std::byte>(const_cast<std::byte*>(in_data[p.index].data()),
+                                                in_data[p.index].size());
+    }
+  }
+  const uint8_t status = (*e.function)(args);
+  if (status != kNaaStatusSuccess) return status;
+  for (const idl::Param& p : r.params) {
+    if (!p.is_output() || !p.variable) continue;
+    const uint64_t count = args.counts[p.index];
+    if (count > p.count) {
+      call.failure_detail = e.service->name + "." + r.name + ": the kernel returned " +
+                            std::to_string(count) + " elements for '" + p.name +
+                            "', more than its maximum " + std::to_string(p.count);
+      return kNaaStatusKernelFailed;
+    }
+    NaaRegion& out = call.params[p.naa_index];
+    codegen::WriteLengthHeader(out.data, count);
+    out.reply_length = codegen::kLengthHeaderSize + count * idl::Describe(p.type).size;
+  }
+  return kNaaStatusSuccess;
 }
 
 std::chrono::milliseconds DynamicNaa::KernelTimeout(uint8_t function_code) const {
@@ -231,6 +310,7 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
     }
   }
 
+  if (e.function) return RunFunction(e, call, counts, in_data);
   const Kernel& k = e.kernel;
   if (k.kind == Kernel::Kind::kFail) return k.status;
   if (k.kind == Kernel::Kind::kSleep) std::this_thread::sleep_for(k.sleep);

@@ -8,6 +8,8 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +39,25 @@ struct Kernel {
 // `service`).
 Result<Kernel> ParseKernel(std::string_view spec, const idl::Service& service);
 
+// A kernel the program supplies (the Python module's `serve`), run on the
+// regions of a call that passed the layout checks.
+struct KernelArgs {
+  NaaCall* call = nullptr;
+  const idl::Service* service = nullptr;
+  const idl::Routine* routine = nullptr;
+  // Per parameter, in IDL order: an input's elements as sent (an inout's in
+  // place, in its region); an output's whole capacity (its maximum for a
+  // variable-length one).
+  std::vector<std::span<std::byte>> data;
+  // Per parameter: elements. Inputs: as sent. A variable-length output: what
+  // the kernel returns (it may change it; default: the count of the
+  // routine's first variable-length input, at most the output's maximum, or
+  // the maximum if there is none; an inout keeps its input's count).
+  std::vector<uint64_t> counts;
+};
+// Returns the NAA status (0 = success); may set call->failure_detail.
+using KernelFunction = std::function<uint8_t(KernelArgs&)>;
+
 class DynamicNaa final : public NaaHandler {
  public:
   // Serves every routine of `services` (function codes must be distinct
@@ -49,6 +70,11 @@ class DynamicNaa final : public NaaHandler {
   uint8_t Handle(NaaCall& call) override;
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
 
+  // Runs `fn` for `routine` ("Routine" or "Service.Routine"); `label` is
+  // what Describe() shows. Routines with stream parameters are refused
+  // (kUnimplemented-like kInvalidArgument naming them).
+  Status SetKernel(std::string_view routine, KernelFunction fn, std::string label);
+
   // One line per routine: "Service.Routine (code N): KERNEL".
   std::string Describe() const;
   uint64_t calls() const { return calls_.load(); }
@@ -59,7 +85,10 @@ class DynamicNaa final : public NaaHandler {
     const idl::Routine* routine = nullptr;
     Kernel kernel;
     std::string kernel_spec;
+    std::shared_ptr<const KernelFunction> function;  // set: runs instead of `kernel`
   };
+  uint8_t RunFunction(const Entry& e, NaaCall& call, const std::vector<uint64_t>& counts,
+                      const std::vector<std::span<const std::byte>>& in_data);
   DynamicNaa() = default;
   uint8_t Run(const Entry& e, NaaCall& call);
 

@@ -26,6 +26,7 @@
 #include "tools/naarpc/dynamic_naa.h"
 #include "tools/naarpc/local_ip.h"
 #include "tools/naarpc/progress.h"
+#include "tools/naarpc/target.h"
 #include "tools/naarpc/values.h"
 
 namespace naarpc::cli {
@@ -95,116 +96,6 @@ Result<idl::IdlFile> LoadIdl(const std::string& path) {
   return idl;
 }
 
-// "Service.Routine" (or "Routine" if the file has one service).
-Status FindRoutine(const idl::IdlFile& idl, const std::string& name, const idl::Service** service,
-                   const idl::Routine** routine) {
-  const size_t dot = name.find('.');
-  if (dot == std::string::npos) {
-    for (const idl::Service& s : idl.services) {
-      if (const idl::Routine* r = s.FindRoutine(name)) {
-        if (*routine != nullptr) {
-          return InvalidArgumentError("routine '" + name +
-                                      "' is in several services; write "
-                                      "Service." +
-                                      name);
-        }
-        *service = &s;
-        *routine = r;
-      }
-    }
-  } else {
-    *service = idl.FindService(name.substr(0, dot));
-    if (*service != nullptr) *routine = (*service)->FindRoutine(name.substr(dot + 1));
-  }
-  if (*routine == nullptr) {
-    std::string all;
-    for (const idl::Service& s : idl.services) {
-      for (const idl::Routine& r : s.routines)
-        all += (all.empty() ? "" : ", ") + s.name + "." + r.name;
-    }
-    return NotFoundError(idl.path + " has no routine '" + name + "' (routines: " + all +
-                         "; see naarpc describe " + idl.path + ")");
-  }
-  return Status::Ok();
-}
-
-struct Target {
-  std::string host;
-  uint16_t port = kDefaultNaaPort;
-};
-
-// HOST, HOST:PORT, [IPv6], [IPv6]:PORT.
-Result<Target> ParseTarget(const std::string& text) {
-  Target t;
-  std::string port;
-  if (!text.empty() && text[0] == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string::npos) {
-      return InvalidArgumentError("--target '" + text + "': missing ']' after the IPv6 address");
-    }
-    t.host = text.substr(1, close - 1);
-    if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') {
-        return InvalidArgumentError("--target '" + text + "': expected ':PORT' after ']'");
-      }
-      port = text.substr(close + 2);
-    }
-  } else {
-    const size_t colon = text.find(':');
-    if (colon != std::string::npos && text.find(':', colon + 1) != std::string::npos) {
-      return InvalidArgumentError("--target '" + text +
-                                  "': write IPv6 addresses in brackets, "
-                                  "[addr]:port");
-    }
-    t.host = text.substr(0, colon);
-    if (colon != std::string::npos) port = text.substr(colon + 1);
-  }
-  if (t.host.empty()) return InvalidArgumentError("--target '" + text + "': no host");
-  if (!port.empty()) {
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(port.c_str(), &end, 10);
-    if (end != port.c_str() + port.size() || v == 0 || v > 65535) {
-      return InvalidArgumentError("--target '" + text + "': port '" + port +
-                                  "' is not a number in 1..65535");
-    }
-    t.port = static_cast<uint16_t>(v);
-  }
-  return t;
-}
-
-// --target, or the NAA_SPEC entry for the routine's function code.
-Result<Target> ResolveTarget(const std::string& target, const idl::Routine& routine) {
-  if (!target.empty()) return ParseTarget(target);
-  if (std::getenv("NAA_SPEC") == nullptr) {
-    return InvalidArgumentError("no --target, and NAA_SPEC is not set; give --target HOST[:PORT]");
-  }
-  auto discovery = DiscoverNaa();
-  if (!discovery.ok()) return discovery.status();
-  auto endpoint = discovery->Find(routine.code);
-  if (!endpoint.ok()) return endpoint.status();
-  if (endpoint->param_count != routine.params.size()) {
-    return InvalidArgumentError("NAA_SPEC's entry for function code " +
-                                std::to_string(routine.code) + " declares " +
-                                std::to_string(endpoint->param_count) + " parameters, the IDL's " +
-                                routine.name + " has " + std::to_string(routine.params.size()));
-  }
-  return Target{endpoint->address, endpoint->port};
-}
-
-Result<Dialect> ParseDialect(const std::string& d) {
-  if (d == "spec") return Dialect::kSpec;
-  if (d == "reference") return Dialect::kReference;
-  return InvalidArgumentError("--dialect '" + d + "': spec or reference");
-}
-
-// The transport a hint names: "emulated", or "auto (emulated)" when
-// --transport auto chose the backend (`resolved`: Transport::name(); empty
-// if unknown).
-std::string TransportLabel(const std::string& requested, std::string_view resolved) {
-  if (resolved.empty() || resolved == requested) return requested;
-  return requested + " (" + std::string(resolved) + ")";
-}
-
 // `transport`: a TransportLabel.
 std::string Hint(const Status& s, const Target& t, const std::string& transport) {
   switch (s.code()) {
@@ -253,9 +144,7 @@ struct CommonArgs {
 
 // --transport / --device, adjusted for NAA_LOCAL_IP if it is set.
 Result<LocalSide> LocalSideFor(const CommonArgs& c) {
-  const char* local = std::getenv("NAA_LOCAL_IP");
-  if (local == nullptr || *local == '\0') return LocalSide{c.transport, c.device};
-  return ApplyLocalIp(local, c.transport, c.device);
+  return LocalSideFromEnvironment(c.transport, c.device);
 }
 
 struct CallArgs {

@@ -1,0 +1,333 @@
+"""naarpc for Python: call and serve network-attached accelerators (NAAs)
+from their IDL file with numpy arrays (docs/python.md).
+
+    import numpy as np, naarpc
+
+    idl = naarpc.load_idl("services/vector/vector.naa.yaml")
+    with naarpc.Client(idl, "127.0.0.1:12345", transport="emulated") as c:
+        r = c.VectorArith.Add(a=np.arange(1024, dtype=np.float32),
+                              b=np.ones(1024, dtype=np.float32))
+        r.out          # numpy float32 array
+
+The C++ half (_naarpc) is the `naarpc` CLI's dynamic machinery: the same IDL
+loader, region layouts, checks and status names.
+"""
+
+import asyncio
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+
+if __package__ and not any(os.path.exists(os.path.join(d, "_naarpc.so")) for d in __path__):
+    # A source checkout (PYTHONPATH=python): the extension Bazel built.
+    _built = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), ".bazel", "bin", "python", "naarpc")
+    if os.path.isdir(_built):
+        __path__.append(_built)
+
+from . import _naarpc  # noqa: E402
+from ._errors import (DeadlineExceeded, Error, IdlError, InvalidArgument, NaaError,  # noqa: E402
+                      Unavailable)
+
+__all__ = ["load_idl", "Idl", "Client", "Result", "serve", "Server", "Error", "NaaError",
+           "DeadlineExceeded", "Unavailable", "IdlError", "InvalidArgument"]
+
+
+class Idl:
+    """A loaded IDL file. str(idl) is what `naarpc describe FILE` prints."""
+
+    def __init__(self, native):
+        self._native = native
+
+    @property
+    def path(self):
+        return self._native.path
+
+    @property
+    def package(self):
+        return self._native.package
+
+    @property
+    def services(self):
+        """The service names, in IDL order."""
+        return list(self._native.services)
+
+    def routines(self, service):
+        """The routine names of `service`."""
+        return list(self._native.routines(service))
+
+    def routine(self, name):
+        """The declaration of "Service.Routine" (or a unique "Routine") as a
+        dict: code, deadline_ms, params (name, type, dtype, count, variable,
+        direction, stream), errors."""
+        return self._native.routine(name)
+
+    def describe(self, selector="", json=False):
+        """`naarpc describe FILE [selector] [--json]`."""
+        return self._native.describe(selector, json)
+
+    def __str__(self):
+        return self._native.describe("", False)
+
+    def __repr__(self):
+        return f"<naarpc.Idl {self.path!r}: {', '.join(self.services)}>"
+
+
+def load_idl(path):
+    """Loads and validates an IDL file (*.naa.yaml). Raises IdlError (a
+    ValueError) whose message is the file's `file:line:col: error: ...` lines."""
+    return Idl(_naarpc.load_idl(os.fspath(path)))
+
+
+class Result:
+    """The outputs of a call by IDL name: r.out or r["out"]; iterable as
+    (name, array) pairs via r.items()."""
+
+    __slots__ = ("_outputs",)
+
+    def __init__(self, outputs):
+        object.__setattr__(self, "_outputs", dict(outputs))
+
+    def __getattr__(self, name):
+        try:
+            return self._outputs[name]
+        except KeyError:
+            raise AttributeError(f"no output '{name}' (outputs: {', '.join(self._outputs)})") \
+                from None
+
+    def __getitem__(self, name):
+        return self._outputs[name]
+
+    def __contains__(self, name):
+        return name in self._outputs
+
+    def __iter__(self):
+        return iter(self._outputs)
+
+    def __len__(self):
+        return len(self._outputs)
+
+    def keys(self):
+        return self._outputs.keys()
+
+    def items(self):
+        return self._outputs.items()
+
+    def __repr__(self):
+        return "Result(" + ", ".join(f"{k}={v!r}" for k, v in self._outputs.items()) + ")"
+
+
+class _Routine:
+    """c.Service.Routine: call it with the inputs by IDL name."""
+
+    def __init__(self, client, full_name, info):
+        self._client = client
+        self._name = full_name
+        self.info = info
+        self.__doc__ = info.get("doc") or full_name
+
+    def __call__(self, deadline=None, **kwargs):
+        """One call; blocks (without the GIL) until the outputs are back or
+        `deadline` seconds (default: the routine's deadline_ms) passed."""
+        return Result(self._client._native_client().call(self._name, kwargs, deadline))
+
+    def future(self, deadline=None, **kwargs):
+        """The call on the client's thread pool: a concurrent.futures.Future
+        of its Result."""
+        return self._client._executor().submit(self.__call__, deadline=deadline, **kwargs)
+
+    def aio(self, deadline=None, **kwargs):
+        """The call as an awaitable for asyncio: `await c.S.R.aio(...)`."""
+        return asyncio.wrap_future(self.future(deadline=deadline, **kwargs))
+
+    def __repr__(self):
+        return f"<naarpc routine {self._name}>"
+
+
+class _Service:
+    def __init__(self, client, name):
+        self._client = client
+        self._name = name
+        self._routines = set(client.idl.routines(name))
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in self._routines:
+            raise AttributeError(f"service {self._name} has no routine '{name}' "
+                                 f"(routines: {', '.join(sorted(self._routines))})")
+        full = f"{self._name}.{name}"
+        r = _Routine(self._client, full, self._client.idl.routine(full))
+        setattr(self, name, r)
+        return r
+
+    def __dir__(self):
+        return sorted(self._routines)
+
+
+class Client:
+    """Connections to an NAA for the routines of an IDL.
+
+    target: "HOST[:PORT]" ("[IPv6]:PORT"); None: found per routine from
+    NAA_SPEC (and NAA_LOCAL_IP) as the NAAICE reference library does.
+    transport: "emulated" (TCP), "verbs" (RDMA) or "auto". dialect: "spec" or
+    "reference". Connections are opened on first use, one per routine and
+    concurrent call, and kept for the next calls. Thread-safe.
+    """
+
+    def __init__(self, idl, target=None, transport="auto", device="", dialect="spec",
+                 max_workers=None):
+        if isinstance(idl, (str, os.PathLike)):
+            idl = load_idl(idl)
+        if not isinstance(idl, Idl):
+            raise TypeError(f"idl must be a naarpc.Idl or a path, got {type(idl).__name__}")
+        self.idl = idl
+        self._client = _naarpc.Client(idl._native, target, transport, device, dialect)
+        self._services = {}
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._max_workers = max_workers or 32
+        for name in idl.services:
+            self._services[name] = _Service(self, name)
+
+    @property
+    def transport(self):
+        """The transport in use, e.g. "emulated" or "auto (emulated)"."""
+        return self._client.transport
+
+    def __getattr__(self, name):
+        services = self.__dict__.get("_services", {})
+        if name in services:
+            return services[name]
+        raise AttributeError(f"{self.__dict__.get('idl')!r} has no service '{name}' "
+                             f"(services: {', '.join(services)})")
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self._services)
+
+    def call(self, routine, deadline=None, **kwargs):
+        """c.call("Service.Routine", a=..., b=...): the same as
+        c.Service.Routine(a=..., b=...)."""
+        return Result(self._native_client().call(routine, kwargs, deadline))
+
+    def empty(self, routine, param, deadline=None):
+        """A numpy array over the registered buffer of `param` of `routine`
+        ("Service.Routine"): pass it as that parameter and the call sends from
+        it (input) or its results land in it (output) without a copy. It has
+        the parameter's size (its maximum if variable-length: pass a[:n]).
+        Opens a connection for it now; the array keeps it."""
+        return self._native_client().empty(routine, param, deadline)
+
+    def close(self):
+        """Closes every connection (arrays from empty() stay readable)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self._client is not None:
+            self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _native_client(self):
+        return self._client
+
+    def _executor(self):
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._max_workers, thread_name_prefix="naarpc")
+            return self._pool
+
+
+class Server:
+    """A software NAA whose kernels are Python functions (see serve())."""
+
+    def __init__(self, native, idl):
+        self._native = native
+        self.idl = idl
+
+    @property
+    def port(self):
+        return self._native.port
+
+    @property
+    def address(self):
+        return self._native.address
+
+    @property
+    def calls(self):
+        """Calls that reached a kernel."""
+        return self._native.calls
+
+    @property
+    def running(self):
+        return self._native.running
+
+    @property
+    def transport(self):
+        return self._native.transport
+
+    def describe(self):
+        """One line per routine: "Service.Routine (code N): KERNEL"."""
+        return self._native.describe()
+
+    def stop(self):
+        """Stops listening, closes the connections, waits for running kernels."""
+        self._native.stop()
+
+    def wait(self):
+        """Blocks until Ctrl-C (KeyboardInterrupt, which stops the server) or stop()."""
+        try:
+            while self._native.running:
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            self.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device="",
+          dialect="any", service=None, block=True):
+    """A software NAA for the routines of `idl`, with Python kernels.
+
+    kernels: {"Service.Routine" (or "Routine"): kernel}. A kernel is called
+    as kernel(call, *params) with one numpy array per parameter in IDL order,
+    viewing the NAA's regions (no copies): inputs read-only, outputs written
+    in place. It returns None (success), an error name of the IDL or a
+    status number; raising NaaError answers its status_code, any other
+    exception 0x05 (kernel failed). `call.set_length(name, n)` sets a
+    variable-length output's length (default: the first variable-length
+    input's). A kernel may also be a built-in kernel of `naarpc serve`
+    ("echo", "increment", "zeros", "sleep:MS", "fail:NAME"). Routines without
+    a kernel answer 0x03 (unknown function). Arrays are valid only while the
+    kernel runs.
+
+    block=True serves until Ctrl-C; block=False returns the running Server
+    (a context manager; port=0 picks a free port, server.port tells it).
+    """
+    if isinstance(idl, (str, os.PathLike)):
+        idl = load_idl(idl)
+    if not isinstance(idl, Idl):
+        raise TypeError(f"idl must be a naarpc.Idl or a path, got {type(idl).__name__}")
+    native = _naarpc.Server(idl._native, dict(kernels), address, int(port), transport, device,
+                            dialect, service)
+    server = Server(native, idl)
+    if not block:
+        return server
+    print(f"naarpc serve: listening on {address}:{server.port} ({idl.path}, transport "
+          f"{server.transport}, dialect {dialect}); Ctrl-C stops\n{server.describe()}",
+          end="", flush=True)
+    server.wait()
+    print(f"naarpc serve: {server.calls} call(s); shut down", flush=True)
+    return server

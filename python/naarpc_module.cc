@@ -1,0 +1,952 @@
+// naarpc._naarpc: the C++ half of the Python module `naarpc` (python/naarpc,
+// docs/python.md). It is the `naarpc` CLI's dynamic machinery
+// (tools/naarpc: IDL loading, describe, DynamicCall, DynamicNaa, target
+// resolution) with numpy arrays at the edges; python/naarpc/__init__.py adds
+// the attribute-style interface, futures and asyncio.
+//
+// Concurrency: a Client keeps a pool of sessions (one connection each) per
+// routine; a call takes an idle one or opens one, and runs with the GIL
+// released. Arrays from Client.empty() view a session's registered buffer and
+// pin that session: calls given such an array as an output use that session,
+// so results land in the array without a copy. The GIL is never held while
+// waiting for a session's lock.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "idl/load.h"
+#include "naarpc/comm_state.h"
+#include "naarpc/naa_server.h"
+#include "naarpc/protocol.h"
+#include "naarpc/transport_factory.h"
+#include "tools/naarpc/describe.h"
+#include "tools/naarpc/dynamic_call.h"
+#include "tools/naarpc/dynamic_naa.h"
+#include "tools/naarpc/target.h"
+
+namespace py = pybind11;
+
+namespace naarpc::python {
+namespace {
+
+using cli::DynamicCall;
+using cli::ValueView;
+
+// ---- errors -------------------------------------------------------------------
+// Raised as the classes of python/naarpc/_errors.py (naarpc.Error and its
+// subclasses), which carry the status's fields as attributes.
+
+struct StatusError {
+  Status status;
+  std::string status_name;  // kNaaError: the IDL's name of the NAA status
+  std::string status_doc;
+};
+
+struct IdlLoadError {
+  std::string message;
+  std::vector<std::string> diagnostics;
+};
+
+[[noreturn]] void Throw(const Status& s, const idl::Service* service = nullptr) {
+  StatusError e{s, "", ""};
+  if (s.code() == StatusCode::kNaaError && s.wire_code() && service != nullptr) {
+    e.status_name = cli::StatusName(*service, *s.wire_code());
+    for (const idl::ErrorCode& err : service->errors) {
+      if (err.code == *s.wire_code()) e.status_doc = err.doc;
+    }
+  }
+  throw e;
+}
+
+void TranslateErrors(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const StatusError& e) {
+    py::object errors = py::module_::import("naarpc._errors");
+    py::object exc = errors.attr("from_status")(
+        std::string(StatusCodeName(e.status.code())), e.status.ToString(),
+        e.status.wire_code() ? py::cast(int{*e.status.wire_code()}) : py::none(), e.status_name,
+        e.status_doc);
+    PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
+  } catch (const IdlLoadError& e) {
+    py::object errors = py::module_::import("naarpc._errors");
+    py::object exc = errors.attr("IdlError")(e.message, e.diagnostics);
+    PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
+  }
+}
+
+// ---- element types ------------------------------------------------------------
+
+py::dtype DtypeOf(idl::ElementType t) {
+  switch (t) {
+    case idl::ElementType::kU8:
+    case idl::ElementType::kBytes:
+      return py::dtype("<u1");
+    case idl::ElementType::kU16:
+      return py::dtype("<u2");
+    case idl::ElementType::kU32:
+      return py::dtype("<u4");
+    case idl::ElementType::kU64:
+      return py::dtype("<u8");
+    case idl::ElementType::kI8:
+      return py::dtype("<i1");
+    case idl::ElementType::kI16:
+      return py::dtype("<i2");
+    case idl::ElementType::kI32:
+      return py::dtype("<i4");
+    case idl::ElementType::kI64:
+      return py::dtype("<i8");
+    case idl::ElementType::kF32:
+      return py::dtype("<f4");
+    case idl::ElementType::kF64:
+      return py::dtype("<f8");
+  }
+  return py::dtype("<u1");
+}
+
+// A 1-D array of `n` elements: new, or over `ptr` (kept alive by `base`).
+py::array Array1D(const py::dtype& dt, py::ssize_t n, void* ptr = nullptr,
+                  py::handle base = py::handle()) {
+  return py::array(dt, py::array::ShapeContainer{n}, py::array::StridesContainer{}, ptr, base);
+}
+
+std::string DtypeText(const py::dtype& dt) { return py::str(py::handle(dt)).cast<std::string>(); }
+
+std::string TypeName(const idl::Param& p) { return std::string(idl::Describe(p.type).idl); }
+
+// "1024 x f32", "at most 1024 x i32", "a stream of u32".
+std::string Shape(const idl::Param& p) {
+  if (p.is_stream()) return "a stream of " + TypeName(p);
+  return std::string(p.variable ? "at most " : "") + std::to_string(p.count) + " x " + TypeName(p);
+}
+
+std::string ShapeText(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
+    s += std::to_string(a.shape(i));
+    if (a.ndim() == 1 || i + 1 < a.ndim()) s += ",";
+    if (i + 1 < a.ndim()) s += " ";
+  }
+  return s + ")";
+}
+
+// ---- IDL ----------------------------------------------------------------------
+
+struct Idl {
+  std::shared_ptr<const idl::IdlFile> file;
+
+  const idl::Service* service_of(const std::string& routine_name,
+                                 const idl::Routine** routine) const {
+    const idl::Service* service = nullptr;
+    *routine = nullptr;
+    Status found = cli::FindRoutine(*file, routine_name, &service, routine);
+    if (!found.ok()) throw py::key_error(found.message());
+    return service;
+  }
+};
+
+Idl LoadIdl(const std::string& path) {
+  std::vector<idl::Diagnostic> diags;
+  auto loaded = idl::Load(path, &diags);
+  if (!loaded.ok()) {
+    IdlLoadError e;
+    for (const idl::Diagnostic& d : diags) {
+      if (d.is_error()) e.diagnostics.push_back(d.ToString());
+    }
+    e.message = e.diagnostics.empty() ? loaded.status().message() : "";
+    for (const std::string& d : e.diagnostics) e.message += (e.message.empty() ? "" : "\n") + d;
+    throw e;
+  }
+  return Idl{std::make_shared<const idl::IdlFile>(std::move(*loaded))};
+}
+
+// A routine's declaration for the Python side: {name, service, code,
+// deadline_ms, timeout_ms, doc, params: [{name, type, dtype, count, variable,
+// direction, stream}], errors: {NAME: code}}.
+py::dict RoutineInfo(const idl::Service& s, const idl::Routine& r) {
+  py::dict d;
+  d["name"] = r.name;
+  d["service"] = s.name;
+  d["full_name"] = s.name + "." + r.name;
+  d["code"] = int{r.code};
+  d["deadline_ms"] = r.deadline_ms;
+  d["timeout_ms"] = r.timeout_ms;
+  d["doc"] = r.doc;
+  py::list params;
+  for (const idl::Param& p : r.params) {
+    py::dict q;
+    q["name"] = p.name;
+    q["type"] = TypeName(p);
+    q["dtype"] = DtypeOf(p.type);
+    q["count"] = p.count;
+    q["variable"] = p.variable;
+    q["direction"] = std::string(idl::DirectionName(p.direction));
+    q["stream"] = p.is_stream();
+    q["doc"] = p.doc;
+    params.append(q);
+  }
+  d["params"] = params;
+  py::dict errors;
+  for (const idl::ErrorCode& e : s.errors) errors[py::str(e.name)] = int{e.code};
+  d["errors"] = errors;
+  return d;
+}
+
+// ---- client -------------------------------------------------------------------
+
+struct Shared {
+  std::shared_ptr<const idl::IdlFile> idl;
+  std::unique_ptr<Transport> transport;
+  std::string transport_label;
+  ClientOptions options;
+};
+
+// One session for one routine. Members in this order: the call (and its
+// connection) goes before the transport it uses.
+struct Session {
+  std::shared_ptr<Shared> shared;
+  const idl::Service* service = nullptr;
+  const idl::Routine* routine = nullptr;
+  std::mutex mu;  // one call at a time
+  std::unique_ptr<DynamicCall> call;
+  bool pinned = false;  // arrays from empty() view its buffers
+
+  bool broken() const {
+    return call == nullptr || call->session().state() == CommState::kError ||
+           call->session().state() == CommState::kDisconnected;
+  }
+  // Where parameter `p`'s elements start in the registered buffer.
+  std::byte* slot(const idl::Param& p) const {
+    return call->session().buffer(p.index).data() + p.data_offset();
+  }
+};
+
+class Client {
+ public:
+  Client(const Idl& idl, std::optional<std::string> target, const std::string& transport,
+         const std::string& device, const std::string& dialect)
+      : idl_holder_(idl), shared_(std::make_shared<Shared>()), target_(target.value_or("")) {
+    shared_->idl = idl.file;
+    auto d = cli::ParseDialect(dialect, "dialect");
+    if (!d.ok()) throw py::value_error(d.status().message());
+    shared_->options.dialect = *d;
+    if (transport != "emulated" && transport != "verbs" && transport != "auto") {
+      throw py::value_error("transport '" + transport + "': emulated, verbs or auto");
+    }
+    // A bad target is refused now, not at the first call.
+    if (!target_.empty()) {
+      auto t = cli::ParseTarget(target_, "target");
+      if (!t.ok()) throw py::value_error(t.status().message());
+    }
+    auto side = cli::LocalSideFromEnvironment(transport, device);
+    if (!side.ok()) throw py::value_error(side.status().message());
+    auto made = NewTransport(side->transport, side->device);
+    if (!made.ok()) Throw(made.status());
+    shared_->transport = std::move(*made);
+    shared_->transport_label = cli::TransportLabel(transport, shared_->transport->name());
+  }
+
+  std::string transport_name() const { return shared_->transport_label; }
+
+  // Runs routine `name`: `kwargs` holds numpy arrays (or values numpy
+  // converts) by parameter name: every input, and optionally an array per
+  // output that its result is written to. Returns {output name: array}.
+  py::dict Call(const std::string& name, py::dict kwargs, std::optional<double> deadline_s) {
+    const idl::Routine* routine = nullptr;
+    const idl::Service* service = idl().service_of(name, &routine);
+    const std::string full = service->name + "." + routine->name;
+    const Deadline deadline = DeadlineFor(*routine, deadline_s, full);
+
+    // Arguments: checked before anything is sent.
+    struct Arg {
+      const idl::Param* param;
+      py::array array;  // C-contiguous, IDL dtype
+      bool given_output = false;
+    };
+    std::vector<Arg> args;
+    for (auto [key, value] : kwargs) {
+      const std::string pname = py::cast<std::string>(key);
+      const idl::Param* p = routine->FindParam(pname);
+      if (p == nullptr) {
+        std::string names;
+        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
+        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
+                             "' (parameters: " + names + ")");
+      }
+      args.push_back({p, CheckArray(full, *p, py::reinterpret_borrow<py::object>(value)),
+                      !p->is_input()});
+    }
+    for (const idl::Param& p : routine->params) {
+      if (!p.is_input()) continue;
+      bool found = false;
+      for (const Arg& a : args) found |= a.param == &p;
+      if (!found) {
+        throw py::type_error(full + "() missing input '" + p.name + "' (" +
+                             std::string(idl::DirectionName(p.direction)) + ", " + Shape(p) + ")");
+      }
+    }
+
+    // The session: one that an output array (else an input array) views, or
+    // an idle one of the pool, or a new one.
+    std::shared_ptr<Session> session;
+    for (int pass = 0; pass < 2 && session == nullptr; ++pass) {
+      for (const Arg& a : args) {
+        if ((pass == 0) != a.param->is_output()) continue;
+        if (auto s = PinnedSessionOf(a.array, *a.param, *routine)) {
+          session = s;
+          break;
+        }
+      }
+    }
+    std::map<std::string, ValueView> inputs;
+    for (const Arg& a : args) {
+      if (!a.param->is_input()) continue;
+      inputs[a.param->name] =
+          ValueView{static_cast<uint64_t>(a.array.size()),
+                    std::span<const std::byte>(static_cast<const std::byte*>(a.array.data()),
+                                               static_cast<size_t>(a.array.nbytes()))};
+    }
+
+    std::map<std::string, cli::Value> stream_outputs;
+    std::unique_lock<std::mutex> lock;
+    Status status;
+    {
+      py::gil_scoped_release release;
+      if (session == nullptr) {
+        auto taken = Take(*service, *routine, deadline);
+        if (!taken.ok()) {
+          status = taken.status();
+        } else {
+          session = *taken;
+        }
+      }
+      if (session != nullptr) {
+        lock = std::unique_lock<std::mutex>(session->mu);
+        if (session->broken()) {
+          status = UnavailableError(full +
+                                    ": the connection of this c.empty() array's session has "
+                                    "failed; take a new array with empty()");
+        } else {
+          status = session->call->Invoke(inputs, &stream_outputs, deadline);
+        }
+      }
+    }
+    if (!status.ok()) {
+      if (session != nullptr) {
+        lock.unlock();
+        Give(session);
+      }
+      Throw(status, service);
+    }
+
+    // Outputs, while the session is still ours.
+    py::dict result;
+    for (const idl::Param& p : routine->params) {
+      if (!p.is_output()) continue;
+      if (p.is_stream()) {
+        cli::Value& v = stream_outputs[p.name];
+        py::array out = Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(v.count));
+        if (!v.data.empty()) std::memcpy(out.mutable_data(), v.data.data(), v.data.size());
+        result[py::str(p.name)] = out;
+        continue;
+      }
+      auto view = session->call->Output(p);
+      if (!view.ok()) {
+        lock.unlock();
+        Give(session);
+        Throw(view.status(), service);
+      }
+      // Written into the caller's array: an output's (out=...), or an inout's
+      // if it is the registered buffer (from empty(): in place, no copy). An
+      // inout given a plain array gets a new one; its input is not touched.
+      const Arg* given = nullptr;
+      for (const Arg& a : args) {
+        if (a.param == &p &&
+            (!p.is_input() || a.array.data() == static_cast<const void*>(view->data.data()))) {
+          given = &a;
+        }
+      }
+      const auto count = static_cast<py::ssize_t>(view->count);
+      if (given != nullptr) {
+        py::array target = given->array;
+        const bool in_place = target.data() == static_cast<const void*>(view->data.data());
+        if (count > target.size()) {
+          lock.unlock();
+          Give(session);
+          throw py::value_error(full + ": output '" + p.name + "' has " +
+                                std::to_string(count) + " elements, its array only " +
+                                std::to_string(target.size()));
+        }
+        if (!in_place && !view->data.empty()) {
+          std::memcpy(target.mutable_data(), view->data.data(), view->data.size());
+        }
+        // The caller's own array (a view of its first elements if the output
+        // is variable-length and shorter).
+        result[py::str(p.name)] =
+            count == target.size() ? py::object(target)
+                                   : target[py::slice(0, count, 1)].cast<py::object>();
+        continue;
+      }
+      py::array out = Array1D(DtypeOf(p.type), count);
+      if (!view->data.empty()) std::memcpy(out.mutable_data(), view->data.data(), view->data.size());
+      result[py::str(p.name)] = out;
+    }
+    lock.unlock();
+    Give(session);
+    return result;
+  }
+
+  // A registered array for parameter `param_name` of routine `name`: the
+  // session buffer a call fills (outputs) or sends from (inputs) without a
+  // copy. Its session is opened now (connect + MRSP within `deadline_s`).
+  py::array Empty(const std::string& name, const std::string& param_name,
+                  std::optional<double> deadline_s) {
+    const idl::Routine* routine = nullptr;
+    const idl::Service* service = idl().service_of(name, &routine);
+    const std::string full = service->name + "." + routine->name;
+    const idl::Param* p = routine->FindParam(param_name);
+    if (p == nullptr) {
+      throw py::key_error(full + " has no parameter '" + param_name + "'");
+    }
+    if (p->is_stream()) {
+      throw py::value_error(full + ": '" + param_name +
+                            "' is a stream; its data has no buffer to take an array of");
+    }
+    const Deadline deadline = DeadlineFor(*routine, deadline_s, full);
+    // A pinned session of the routine whose slot for this parameter is not
+    // handed out yet, else a new one.
+    std::shared_ptr<Session> session;
+    {
+      std::lock_guard<std::mutex> g(pool_mu_);
+      for (auto& [s, handed] : pinned_[routine]) {
+        if (!handed.count(p->index) && !s->broken()) {
+          session = s;
+          handed.insert(p->index);
+          break;
+        }
+      }
+    }
+    if (session == nullptr) {
+      Result<std::shared_ptr<Session>> opened = InvalidArgumentError("");
+      {
+        py::gil_scoped_release release;
+        opened = Open(*service, *routine, deadline);
+      }
+      if (!opened.ok()) Throw(opened.status(), service);
+      session = *opened;
+      session->pinned = true;
+      std::lock_guard<std::mutex> g(pool_mu_);
+      pinned_[routine].push_back({session, {p->index}});
+    }
+    // The array keeps its session (and so the memory) alive.
+    auto* keep = new std::shared_ptr<Session>(session);
+    py::capsule base(keep, [](void* v) { delete static_cast<std::shared_ptr<Session>*>(v); });
+    return Array1D(DtypeOf(p->type), static_cast<py::ssize_t>(p->count), session->slot(*p), base);
+  }
+
+  void Close() {
+    std::vector<std::shared_ptr<Session>> all;
+    {
+      std::lock_guard<std::mutex> g(pool_mu_);
+      for (auto& [r, list] : idle_) all.insert(all.end(), list.begin(), list.end());
+      for (auto& [r, list] : pinned_) {
+        for (auto& [s, handed] : list) all.push_back(s);
+      }
+      idle_.clear();
+      pinned_.clear();
+      closed_ = true;
+    }
+    py::gil_scoped_release release;
+    for (auto& s : all) {
+      std::lock_guard<std::mutex> g(s->mu);
+      if (s->call) s->call->session().Close().IgnoreError();
+    }
+  }
+
+  // Sessions open now (idle in the pool and pinned by arrays), for tests.
+  size_t sessions() {
+    std::lock_guard<std::mutex> g(pool_mu_);
+    size_t n = 0;
+    for (auto& [r, list] : idle_) n += list.size();
+    for (auto& [r, list] : pinned_) n += list.size();
+    return n;
+  }
+
+ private:
+  const Idl& idl() const { return idl_holder_; }
+
+  Deadline DeadlineFor(const idl::Routine& r, std::optional<double> deadline_s,
+                       const std::string& full) {
+    if (!deadline_s) return Deadline::After(std::chrono::milliseconds(r.deadline_ms));
+    if (!(*deadline_s > 0) || *deadline_s > 1e7) {
+      throw py::value_error(full + ": deadline must be a number of seconds > 0, got " +
+                            std::to_string(*deadline_s));
+    }
+    return Deadline::After(std::chrono::microseconds(static_cast<int64_t>(*deadline_s * 1e6)));
+  }
+
+  // Python arguments as C-contiguous 1-D arrays of the IDL type; errors name
+  // the parameter, expected vs actual.
+  py::array CheckArray(const std::string& full, const idl::Param& p, py::object value) {
+    const py::dtype want = DtypeOf(p.type);
+    const std::string what = full + ": parameter '" + p.name + "'";
+    py::array a;
+    if (py::isinstance<py::array>(value)) {
+      a = py::reinterpret_borrow<py::array>(value);
+      if (!a.dtype().is(want) && !a.dtype().equal(want)) {
+        throw py::type_error(what + " needs dtype " + DtypeText(want) + " (" +
+                             TypeName(p) + "), got dtype " +
+                             DtypeText(a.dtype()) +
+                             (a.dtype().kind() == want.kind() ? ""
+                                                              : "; convert with .astype(np." +
+                                                                    DtypeText(want) + ")"));
+      }
+    } else {
+      if (!p.is_input()) {
+        throw py::type_error(what + " is an output (" +
+                             std::string(idl::DirectionName(p.direction)) +
+                             "): give a numpy array for its result (e.g. from c.empty()), got " +
+                             py::str(value.get_type().attr("__name__")).cast<std::string>());
+      }
+      // Python numbers and lists: converted, refusing values the type
+      // cannot hold exactly.
+      py::module_ np = py::module_::import("numpy");
+      py::object raw = np.attr("asarray")(value);
+      py::object converted;
+      try {
+        converted = np.attr("asarray")(value, want);
+      } catch (py::error_already_set& e) {
+        throw py::value_error(what + ": cannot be converted to " + TypeName(p) + ": " + e.what());
+      }
+      if (!np.attr("array_equal")(converted, raw).cast<bool>()) {
+        throw py::value_error(what + ": the values do not fit " + TypeName(p) +
+                              " exactly (give a numpy array of dtype " +
+                              DtypeText(want) + ")");
+      }
+      a = py::reinterpret_borrow<py::array>(converted);
+      if (a.ndim() == 0) a = a.attr("reshape")(1).cast<py::array>();
+    }
+    if (a.ndim() == 0 && p.count == 1 && !p.variable) a = a.attr("reshape")(1).cast<py::array>();
+    if (a.ndim() != 1) {
+      throw py::value_error(what + " needs a 1-D array (" + Shape(p) + "), got shape " +
+                            ShapeText(a));
+    }
+    const auto n = static_cast<uint64_t>(a.size());
+    if (p.is_input()) {
+      if (!p.is_stream() && (p.variable ? n > p.count : n != p.count)) {
+        throw py::value_error(what + " needs " + (p.variable ? "at most " : "exactly ") +
+                              std::to_string(p.count) + " elements (" + TypeName(p) + "), got " +
+                              std::to_string(n));
+      }
+    } else if (!p.is_stream() && n != p.count) {
+      throw py::value_error(what + " (an output array) needs " + std::to_string(p.count) +
+                            " elements (" + TypeName(p) + (p.variable ? ", its maximum" : "") +
+                            "), got " + std::to_string(n));
+    }
+    if (!p.is_input()) {
+      if (!a.writeable()) throw py::value_error(what + " is an output, but the array is read-only");
+      if (!(a.flags() & py::array::c_style)) {
+        throw py::value_error(what + " is an output; its array must be contiguous");
+      }
+      if (p.is_stream()) {
+        throw py::value_error(what + " is an output stream; its result is returned, not written "
+                                     "into an array");
+      }
+    } else if (!(a.flags() & py::array::c_style)) {
+      a = py::module_::import("numpy").attr("ascontiguousarray")(a).cast<py::array>();
+    }
+    return a;
+  }
+
+  // The pinned session whose buffer for `p` the array starts at.
+  std::shared_ptr<Session> PinnedSessionOf(const py::array& a, const idl::Param& p,
+                                           const idl::Routine& r) {
+    if (p.is_stream()) return nullptr;
+    std::lock_guard<std::mutex> g(pool_mu_);
+    auto it = pinned_.find(&r);
+    if (it == pinned_.end()) return nullptr;
+    for (auto& [s, handed] : it->second) {
+      if (s->call && s->slot(p) == a.data()) return s;
+    }
+    return nullptr;
+  }
+
+  Result<std::shared_ptr<Session>> Open(const idl::Service& service, const idl::Routine& routine,
+                                        Deadline deadline) {
+    {
+      std::lock_guard<std::mutex> g(pool_mu_);
+      if (closed_) return FailedPreconditionError("the client is closed");
+    }
+    auto target = cli::ResolveTarget(target_, routine, "target");
+    if (!target.ok()) return target.status();
+    auto call = DynamicCall::Open(*shared_->transport, target->host, target->port, service,
+                                  routine, shared_->options, deadline);
+    if (!call.ok()) {
+      Status s = call.status();
+      if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kNotFound) {
+        return Status(s.code(), s.message() + " (is an NAA listening on " +
+                                    HostPort(target->host, target->port) + " over the " +
+                                    shared_->transport_label + " transport?)");
+      }
+      return s;
+    }
+    auto s = std::make_shared<Session>();
+    s->shared = shared_;
+    s->service = &service;
+    s->routine = &routine;
+    s->call = std::move(*call);
+    return s;
+  }
+
+  Result<std::shared_ptr<Session>> Take(const idl::Service& service, const idl::Routine& routine,
+                                        Deadline deadline) {
+    {
+      std::lock_guard<std::mutex> g(pool_mu_);
+      auto& list = idle_[&routine];
+      while (!list.empty()) {
+        auto s = list.back();
+        list.pop_back();
+        if (!s->broken() && !s->call->session().PeerGone()) return s;
+      }
+    }
+    return Open(service, routine, deadline);
+  }
+
+  void Give(const std::shared_ptr<Session>& s) {
+    if (s->pinned) return;
+    std::lock_guard<std::mutex> g(pool_mu_);
+    if (closed_ || s->broken()) return;  // dropped: the next call opens a new one
+    idle_[s->routine].push_back(s);
+  }
+
+  Idl idl_holder_;
+  std::shared_ptr<Shared> shared_;
+  std::string target_;
+  std::mutex pool_mu_;
+  bool closed_ = false;
+  std::map<const idl::Routine*, std::vector<std::shared_ptr<Session>>> idle_;
+  std::map<const idl::Routine*,
+           std::vector<std::pair<std::shared_ptr<Session>, std::set<size_t>>>>
+      pinned_;
+};
+
+// ---- serving ------------------------------------------------------------------
+
+// The `call` argument of a Python kernel.
+struct KernelCall {
+  cli::KernelArgs* args = nullptr;  // null once the kernel has returned
+  std::string routine;
+  int function_code = 0;
+  std::string dialect;
+
+  cli::KernelArgs& live() {
+    if (args == nullptr) {
+      throw py::value_error("this call of " + routine + " has finished (a kernel's call and "
+                            "arrays are valid only while it runs)");
+    }
+    return *args;
+  }
+  const idl::Param& param(const std::string& name) {
+    const idl::Param* p = live().routine->FindParam(name);
+    if (p == nullptr) throw py::key_error(routine + " has no parameter '" + name + "'");
+    return *p;
+  }
+  void SetLength(const std::string& name, uint64_t n) {
+    const idl::Param& p = param(name);
+    if (!p.is_output() || !p.variable) {
+      throw py::value_error(routine + ": '" + name +
+                            "' is not a variable-length output; its length is fixed");
+    }
+    if (n > p.count) {
+      throw py::value_error(routine + ": '" + name + "' holds at most " + std::to_string(p.count) +
+                            " elements, not " + std::to_string(n));
+    }
+    live().counts[p.index] = n;
+  }
+  uint64_t Length(const std::string& name) { return live().counts[param(name).index]; }
+  // The whole capacity of an output (its maximum if variable-length).
+  py::array Full(py::object self, const std::string& name) {
+    const idl::Param& p = param(name);
+    if (!p.is_output()) throw py::value_error(routine + ": '" + name + "' is an input");
+    std::span<std::byte> d = live().data[p.index];
+    return Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(p.count), d.data(), self);
+  }
+};
+
+class Server {
+ public:
+  Server(const Idl& idl, py::dict kernels, const std::string& address, int port,
+         const std::string& transport, const std::string& device, const std::string& dialect,
+         std::optional<std::string> service_name)
+      : idl_(idl.file), dialect_(dialect) {
+    if (dialect_ != "spec" && dialect_ != "reference" && dialect_ != "any") {
+      throw py::value_error("dialect '" + dialect_ + "': spec, reference or any");
+    }
+    if (port < 0 || port > 65535) throw py::value_error("port " + std::to_string(port) +
+                                                        " is not in 0..65535");
+    std::vector<const idl::Service*> services;
+    for (const idl::Service& s : idl_->services) {
+      if (!service_name || s.name == *service_name) services.push_back(&s);
+    }
+    if (services.empty()) {
+      throw py::value_error(idl_->path + " has no service '" + service_name.value_or("") + "'");
+    }
+    // Routines without a kernel answer "unknown function" (0x03); strings
+    // name a built-in kernel of `naarpc serve` (echo, fail:NAME, ...).
+    std::vector<std::string> specs = {"fail:3"};
+    std::vector<std::pair<std::string, py::object>> functions;
+    for (auto [key, value] : kernels) {
+      const std::string routine = py::cast<std::string>(key);
+      if (py::isinstance<py::str>(value)) {
+        specs.push_back(routine + "=" + py::cast<std::string>(value));
+      } else if (PyCallable_Check(value.ptr())) {
+        functions.emplace_back(routine, py::reinterpret_borrow<py::object>(value));
+      } else {
+        throw py::type_error("kernel for '" + routine +
+                             "' must be a function or a built-in kernel name, got " +
+                             py::str(value.get_type().attr("__name__")).cast<std::string>());
+      }
+    }
+    auto naa = cli::DynamicNaa::Create(services, specs);
+    if (!naa.ok()) throw py::value_error(naa.status().message());
+    naa_ = std::move(*naa);
+    for (auto& [routine, fn] : functions) {
+      auto holder = std::make_shared<py::object>(fn);
+      Status set = naa_->SetKernel(
+          routine,
+          [holder](cli::KernelArgs& args) { return RunPython(*holder, args); },
+          "python " + py::str(py::getattr(fn, "__qualname__", fn)).cast<std::string>());
+      if (!set.ok()) {
+        if (set.code() == StatusCode::kNotFound) throw py::key_error(set.message());
+        throw py::value_error(set.message());
+      }
+      holders_.push_back(holder);
+    }
+    auto made = NewTransport(transport, device);
+    if (!made.ok()) Throw(made.status());
+    transport_ = std::move(*made);
+    handler_ = std::make_unique<DialectFilter>(*naa_, dialect_);
+    ServerOptions options;
+    options.log = [](std::string_view line) {
+      std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
+    };
+    Result<std::unique_ptr<NaaServer>> started = InvalidArgumentError("");
+    {
+      py::gil_scoped_release release;
+      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *handler_,
+                                 options);
+    }
+    if (!started.ok()) Throw(started.status());
+    server_ = std::move(*started);
+    address_ = address;
+  }
+
+  ~Server() {
+    // Kernels need the GIL to finish: shut down without it.
+    if (server_) {
+      py::gil_scoped_release release;
+      server_->Shutdown();
+      server_.reset();
+    }
+  }
+
+  void Stop() {
+    if (!server_) return;
+    {
+      py::gil_scoped_release release;
+      server_->Shutdown();
+    }
+    server_.reset();
+  }
+
+  int port() const { return port_ ? port_ : (server_ ? server_->port() : 0); }
+  bool running() const { return server_ != nullptr; }
+  uint64_t calls() const { return naa_->calls(); }
+  std::string describe() const { return naa_->Describe(); }
+  std::string transport_name() const { return std::string(transport_->name()); }
+  std::string address() const { return address_; }
+
+ private:
+  static uint8_t RunPython(const py::object& fn, cli::KernelArgs& args) {
+    py::gil_scoped_acquire gil;
+    const idl::Routine& r = *args.routine;
+    const std::string full = args.service->name + "." + r.name;
+    py::object call_obj = py::cast(KernelCall{&args, full, args.call->function_code,
+                                              args.call->dialect == Dialect::kSpec ? "spec"
+                                                                                   : "reference"});
+    py::list arrays;
+    for (const idl::Param& p : r.params) {
+      const std::span<std::byte> d = args.data[p.index];
+      const auto n = static_cast<py::ssize_t>(args.counts[p.index]);
+      py::array a = Array1D(DtypeOf(p.type), n, d.data(), call_obj);
+      if (!p.is_output()) a.attr("setflags")(py::arg("write") = false);
+      arrays.append(a);
+    }
+    uint8_t status = kNaaStatusKernelFailed;
+    try {
+      py::object ret = fn(call_obj, *arrays);
+      status = StatusOfReturn(ret, *args.service, full, args.call->failure_detail);
+    } catch (py::error_already_set& e) {
+      py::object exc = e.value();
+      py::object code = py::getattr(exc, "status_code", py::none());
+      if (!code.is_none() && py::isinstance<py::int_>(code)) {
+        const int c = code.cast<int>();
+        status = (c >= 1 && c <= 0x7f) ? static_cast<uint8_t>(c) : kNaaStatusKernelFailed;
+      }
+      args.call->failure_detail = full + ": the kernel raised " + std::string(e.what());
+    } catch (std::exception& e) {
+      args.call->failure_detail = full + ": the kernel raised " + std::string(e.what());
+    }
+    call_obj.cast<KernelCall&>().args = nullptr;
+    return status;
+  }
+
+  // None / 0: success; an int: that status; a str: an error name of the IDL.
+  static uint8_t StatusOfReturn(const py::object& ret, const idl::Service& service,
+                                const std::string& full, std::string& detail) {
+    if (ret.is_none()) return kNaaStatusSuccess;
+    if (py::isinstance<py::bool_>(ret)) {
+      detail = full + ": the kernel returned a bool; return None, a status or an error name";
+      return kNaaStatusKernelFailed;
+    }
+    if (py::isinstance<py::int_>(ret)) {
+      const long long c = ret.cast<long long>();
+      if (c >= 0 && c <= 0x7f) return static_cast<uint8_t>(c);
+      detail = full + ": the kernel returned status " + std::to_string(c) + ", not 0..0x7f";
+      return kNaaStatusKernelFailed;
+    }
+    if (py::isinstance<py::str>(ret)) {
+      const std::string name = ret.cast<std::string>();
+      for (const idl::ErrorCode& e : service.errors) {
+        if (e.name == name) return e.code;
+      }
+      detail = full + ": the kernel returned '" + name + "', not an error name of " + service.name;
+      return kNaaStatusKernelFailed;
+    }
+    // Anything else (e.g. the array np.add(..., out=out) returns): success.
+    return kNaaStatusSuccess;
+  }
+
+  class DialectFilter final : public NaaHandler {
+   public:
+    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
+    uint8_t Handle(NaaCall& call) override {
+      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
+        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only";
+        return kNaaStatusBadRegionLayout;
+      }
+      return inner_.Handle(call);
+    }
+    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
+      return inner_.KernelTimeout(code);
+    }
+
+   private:
+    NaaHandler& inner_;
+    const std::string dialect_;
+  };
+
+  std::shared_ptr<const idl::IdlFile> idl_;
+  std::string dialect_, address_;
+  int port_ = 0;
+  std::vector<std::shared_ptr<py::object>> holders_;
+  std::unique_ptr<cli::DynamicNaa> naa_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<DialectFilter> handler_;
+  std::unique_ptr<NaaServer> server_;  // first to go
+};
+
+}  // namespace
+}  // namespace naarpc::python
+
+PYBIND11_MODULE(_naarpc, m) {
+  using namespace naarpc::python;
+  m.doc() = "The C++ half of the naarpc Python module (use `import naarpc`).";
+  py::register_exception_translator(&TranslateErrors);
+
+  py::class_<Idl>(m, "Idl")
+      .def_property_readonly("path", [](const Idl& i) { return i.file->path; })
+      .def_property_readonly("package", [](const Idl& i) { return i.file->package; })
+      .def_property_readonly("services",
+                             [](const Idl& i) {
+                               std::vector<std::string> names;
+                               for (const auto& s : i.file->services) names.push_back(s.name);
+                               return names;
+                             })
+      .def("routines",
+           [](const Idl& i, const std::string& service) {
+             std::vector<std::string> names;
+             for (const auto& s : i.file->services) {
+               if (s.name != service) continue;
+               for (const auto& r : s.routines) names.push_back(r.name);
+               return names;
+             }
+             throw py::key_error(i.file->path + " has no service '" + service + "'");
+           })
+      .def("routine",
+           [](const Idl& i, const std::string& name) {
+             const naarpc::idl::Routine* r = nullptr;
+             const naarpc::idl::Service* s = i.service_of(name, &r);
+             return RoutineInfo(*s, *r);
+           })
+      .def(
+          "describe",
+          [](const Idl& i, const std::string& selector, bool json) {
+            auto out = json ? naarpc::cli::DescribeJson(*i.file, selector)
+                            : naarpc::cli::DescribeText(*i.file, selector);
+            if (!out.ok()) throw py::key_error(out.status().message());
+            return *out;
+          },
+          py::arg("selector") = "", py::arg("json") = false);
+
+  m.def("load_idl", &LoadIdl, py::arg("path"));
+
+  py::class_<Client>(m, "Client")
+      .def(py::init<const Idl&, std::optional<std::string>, const std::string&,
+                    const std::string&, const std::string&>(),
+           py::arg("idl"), py::arg("target"), py::arg("transport"), py::arg("device"),
+           py::arg("dialect"))
+      .def("call", &Client::Call, py::arg("routine"), py::arg("kwargs"), py::arg("deadline"))
+      .def("empty", &Client::Empty, py::arg("routine"), py::arg("param"), py::arg("deadline"))
+      .def("close", &Client::Close)
+      .def("sessions", &Client::sessions)
+      .def_property_readonly("transport", &Client::transport_name);
+
+  py::class_<KernelCall>(m, "KernelCall")
+      .def_readonly("routine", &KernelCall::routine)
+      .def_readonly("function_code", &KernelCall::function_code)
+      .def_readonly("dialect", &KernelCall::dialect)
+      .def("set_length", &KernelCall::SetLength, py::arg("param"), py::arg("n"))
+      .def("length", &KernelCall::Length, py::arg("param"))
+      .def(
+          "full",
+          [](py::object self, const std::string& name) {
+            return self.cast<KernelCall&>().Full(self, name);
+          },
+          py::arg("param"))
+      .def("__repr__", [](const KernelCall& c) { return "<naarpc kernel call " + c.routine + ">"; });
+
+  py::class_<Server>(m, "Server")
+      .def(py::init<const Idl&, py::dict, const std::string&, int, const std::string&,
+                    const std::string&, const std::string&, std::optional<std::string>>(),
+           py::arg("idl"), py::arg("kernels"), py::arg("address"), py::arg("port"),
+           py::arg("transport"), py::arg("device"), py::arg("dialect"), py::arg("service"))
+      .def("stop", &Server::Stop)
+      .def_property_readonly("port", &Server::port)
+      .def_property_readonly("address", &Server::address)
+      .def_property_readonly("running", &Server::running)
+      .def_property_readonly("calls", &Server::calls)
+      .def_property_readonly("transport", &Server::transport_name)
+      .def("describe", &Server::describe);
+}

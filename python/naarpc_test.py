@@ -1,0 +1,467 @@
+"""Tests of the Python module naarpc against real software NAAs over the
+emulated transport: //examples:naa_server (the example services' generated
+skeletons), `naarpc serve` and NAAs served from Python. Run by
+//python:python_test (python/run_pytest.sh) from the runfiles root.
+
+The snippets of docs/python.md run here too (test_doc_snippets):
+`tests/docs/doctest.py extract docs/python.md ID` for the ids quickstart,
+errors and serve.
+"""
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import naarpc
+
+VECTOR = "services/vector/vector.naa.yaml"
+CHECKED = "services/checked/checked.naa.yaml"
+STREAM = "services/stream/stream.naa.yaml"
+TYPES = "tests/cli/testdata/types.naa.yaml"
+NAA_SERVER = "examples/naa_server"
+NAARPC = "tools/naarpc/naarpc"
+
+
+def start(argv, pattern):
+    """Starts a server process; returns (process, port) once it prints its port."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        m = re.search(pattern, line)
+        if m:
+            # Keep draining its output so it never blocks on a full pipe.
+            threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+            return p, int(m.group(1))
+    p.wait()
+    raise RuntimeError(f"{argv[0]} exited {p.returncode}:\n{''.join(lines)}")
+
+
+def stop(p):
+    if p.poll() is None:
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+@pytest.fixture(scope="module")
+def naa_port():
+    p, port = start([NAA_SERVER, "--transport", "emulated", "--port", "0",
+                     "--address", "127.0.0.1"], r"on 127\.0\.0\.1:(\d+)")
+    yield port
+    stop(p)
+
+
+@pytest.fixture
+def vector(naa_port):
+    with naarpc.Client(VECTOR, f"127.0.0.1:{naa_port}", transport="emulated") as c:
+        yield c
+
+
+@pytest.fixture
+def checked(naa_port):
+    with naarpc.Client(CHECKED, f"127.0.0.1:{naa_port}", transport="emulated") as c:
+        yield c
+
+
+F32 = dict(dtype=np.float32)
+
+
+# ---- IDL ----------------------------------------------------------------------
+
+def test_describe_is_what_the_cli_prints():
+    idl = naarpc.load_idl(VECTOR)
+    cli = subprocess.run([NAARPC, "describe", VECTOR], capture_output=True, text=True, check=True)
+    assert str(idl) == cli.stdout
+    cli = subprocess.run([NAARPC, "describe", "--json", CHECKED, "CheckedMath.Isqrt"],
+                         capture_output=True, text=True, check=True)
+    assert naarpc.load_idl(CHECKED).describe("CheckedMath.Isqrt", json=True) == cli.stdout
+    assert idl.services == ["VectorArith"]
+    assert "Add" in idl.routines("VectorArith")
+    add = idl.routine("VectorArith.Add")
+    assert add["code"] == 1
+    assert [(p["name"], p["type"], p["count"], p["direction"]) for p in add["params"]] == [
+        ("a", "f32", 1024, "in"), ("b", "f32", 1024, "in"), ("out", "f32", 1024, "out")]
+
+
+def test_idl_error_has_file_line_column(tmp_path):
+    bad = tmp_path / "bad.naa.yaml"
+    bad.write_text("package: p\nservices:\n  - name: S\n    routines:\n"
+                   "      - name: R\n        code: 300\n        params: []\n")
+    with pytest.raises(naarpc.IdlError) as e:
+        naarpc.load_idl(str(bad))
+    assert isinstance(e.value, ValueError)
+    assert re.search(re.escape(str(bad)) + r":6:\d+: error: .*code", str(e.value)), str(e.value)
+    assert e.value.diagnostics and e.value.diagnostics[0].startswith(f"{bad}:6:")
+    with pytest.raises(naarpc.IdlError, match="no-such-file"):
+        naarpc.load_idl(str(tmp_path / "no-such-file.naa.yaml"))
+
+
+# ---- calls ----------------------------------------------------------------------
+
+def test_add_by_name(vector):
+    a = np.arange(1024, **F32)
+    b = np.full(1024, 0.5, **F32)
+    r = vector.VectorArith.Add(a=a, b=b)
+    assert r.out.dtype == np.float32 and r.out.shape == (1024,)
+    np.testing.assert_array_equal(r.out, a + b)
+    assert r["out"] is r.out and list(r) == ["out"]
+    np.testing.assert_array_equal(vector.call("VectorArith.Sub", a=a, b=b).out, a - b)
+
+
+def test_variable_length_and_inout(vector):
+    assert vector.VectorArith.Dot(a=[1, 2, 3], b=[4, 5, 6]).result.tolist() == [32.0]
+    x = np.arange(10.0)
+    scaled = vector.VectorArith.Scale(factor=3.0, x=x).x
+    assert scaled.dtype == np.float64
+    np.testing.assert_array_equal(scaled, 3.0 * x)
+    np.testing.assert_array_equal(x, np.arange(10.0))  # the input is not touched
+    sums = vector.VectorArith.Prefix(x=np.arange(1, 6, dtype=np.int64)).sums
+    assert sums.tolist() == [1, 3, 6, 10, 15]
+    empty = vector.VectorArith.Prefix(x=np.zeros(0, dtype=np.int64)).sums
+    assert empty.dtype == np.int64 and empty.shape == (0,)
+
+
+def test_every_element_type_round_trips():
+    # `naarpc serve`'s echo kernel: y gets x's bytes back.
+    p, port = start([NAARPC, "serve", "--idl", TYPES, "--transport", "emulated", "--port", "0",
+                     "--address", "127.0.0.1"], r"listening on 127\.0\.0\.1:(\d+)")
+    try:
+        with naarpc.Client(TYPES, f"127.0.0.1:{port}", transport="emulated") as c:
+            for name, dtype in [("U8", np.uint8), ("U16", np.uint16), ("U32", np.uint32),
+                                ("U64", np.uint64), ("I8", np.int8), ("I16", np.int16),
+                                ("I32", np.int32), ("I64", np.int64), ("F32", np.float32),
+                                ("F64", np.float64)]:
+                info = c.idl.routine(f"Types.{name}")
+                n = info["params"][0]["count"]
+                info_max = np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else 1.5
+                x = np.array([info_max] + list(range(n - 1)), dtype=dtype)
+                y = getattr(c.Types, name)(x=x).y
+                assert y.dtype == dtype, name
+                np.testing.assert_array_equal(y, x, err_msg=name)
+    finally:
+        stop(p)
+
+
+def test_stream_in_and_out(naa_port):
+    with naarpc.Client(STREAM, f"127.0.0.1:{naa_port}", transport="emulated") as c:
+        data = np.arange(300000, dtype=np.uint32)
+        out = c.StreamOps.Transform(factor=3, data=data).out
+        assert out.dtype == np.uint32
+        np.testing.assert_array_equal(out, data * 3 + 1)
+
+
+def test_reference_dialect(naa_port):
+    with naarpc.Client(VECTOR, f"127.0.0.1:{naa_port}", transport="emulated",
+                       dialect="reference") as c:
+        assert c.VectorArith.Dot(a=[1, 1], b=[2, 3]).result.tolist() == [5.0]
+    with pytest.raises(ValueError, match="dialect 'x'"):
+        naarpc.Client(VECTOR, "127.0.0.1:1", transport="emulated", dialect="x")
+
+
+def test_target_from_naa_spec(naa_port, monkeypatch):
+    monkeypatch.setenv("NAA_SPEC", f"127.0.0.1:{naa_port}:5:3")
+    with naarpc.Client(VECTOR, None, transport="emulated") as c:
+        assert c.VectorArith.Dot(a=[2], b=[21]).result.tolist() == [42.0]
+        with pytest.raises(naarpc.Error, match="function code 1"):
+            c.VectorArith.Add(a=np.zeros(1024, **F32), b=np.zeros(1024, **F32))
+    monkeypatch.setenv("NAA_SPEC", "127.0.0.1:x:5:3")
+    with naarpc.Client(VECTOR, None, transport="emulated") as c:
+        with pytest.raises(naarpc.InvalidArgument, match="port 'x'"):
+            c.VectorArith.Dot(a=[2], b=[21])
+
+
+# ---- errors -----------------------------------------------------------------------
+
+def test_naa_error_by_idl_name(checked):
+    with pytest.raises(naarpc.NaaError) as e:
+        checked.CheckedMath.Isqrt(x=np.array([-1], dtype=np.int64))
+    assert e.value.status_name == "NEGATIVE_INPUT"
+    assert e.value.status_code == 0x13
+    assert e.value.code == "NAA_ERROR"
+    assert "NEGATIVE_INPUT" in str(e.value)
+    with pytest.raises(naarpc.NaaError) as e:
+        checked.CheckedMath.Divide(a=np.array([1, 2], np.int32), b=np.array([1, 0], np.int32))
+    assert (e.value.status_name, e.value.status_code) == ("DIVISION_BY_ZERO", 0x11)
+    assert e.value.status_doc == "some b[i] is 0"
+    # The connection stays usable after an application error.
+    assert checked.CheckedMath.Isqrt(x=np.array([16, 17], np.int64)).root.tolist() == [4, 4]
+
+
+def test_wrong_dtype_shape_size(vector):
+    ok = np.zeros(1024, **F32)
+    with pytest.raises(TypeError, match=r"parameter 'a' needs dtype float32 \(f32\), got dtype "
+                                        r"float64"):
+        vector.VectorArith.Add(a=np.zeros(1024), b=ok)
+    with pytest.raises(TypeError, match="'b' needs dtype float32"):
+        vector.VectorArith.Add(a=ok, b=np.zeros(1024, dtype=">f4"))
+    with pytest.raises(ValueError, match=r"parameter 'a' needs exactly 1024 elements \(f32\), "
+                                         r"got 1000"):
+        vector.VectorArith.Add(a=np.zeros(1000, **F32), b=ok)
+    with pytest.raises(ValueError, match=r"'a' needs a 1-D array .*got shape \(32, 32\)"):
+        vector.VectorArith.Add(a=np.zeros((32, 32), **F32), b=ok)
+    with pytest.raises(ValueError, match="'a' needs at most 65536 elements"):
+        vector.VectorArith.Dot(a=np.zeros(65537), b=np.zeros(1))
+    with pytest.raises(ValueError, match="do not fit i64 exactly"):
+        vector.VectorArith.Prefix(x=[1.5])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'c'"):
+        vector.VectorArith.Add(a=ok, b=ok, c=ok)
+    with pytest.raises(TypeError, match="missing input 'b'"):
+        vector.VectorArith.Add(a=ok)
+    with pytest.raises(ValueError, match="'out' .*needs 1024 elements"):
+        vector.VectorArith.Add(a=ok, b=ok, out=np.zeros(10, **F32))
+    with pytest.raises(ValueError, match="read-only"):
+        ro = np.zeros(1024, **F32)
+        ro.setflags(write=False)
+        vector.VectorArith.Add(a=ok, b=ok, out=ro)
+    with pytest.raises(AttributeError, match="no routine 'Nope'"):
+        vector.VectorArith.Nope
+    with pytest.raises(KeyError, match="no routine"):
+        vector.call("VectorArith.Nope")
+    with pytest.raises(ValueError, match="deadline"):
+        vector.VectorArith.Add(a=ok, b=ok, deadline=-1)
+    # Nothing was sent: the client still works.
+    assert vector.VectorArith.Add(a=ok, b=ok).out.sum() == 0
+
+
+def test_unreachable_and_bad_target():
+    with naarpc.Client(VECTOR, "127.0.0.1:1", transport="emulated") as c:
+        with pytest.raises(naarpc.Unavailable, match="127.0.0.1:1") as e:
+            c.VectorArith.Dot(a=[1], b=[1])
+        assert isinstance(e.value, ConnectionError)
+    with pytest.raises(ValueError, match="port 'x'"):
+        naarpc.Client(VECTOR, "127.0.0.1:x", transport="emulated")
+    with pytest.raises(ValueError, match="transport 'rdma'"):
+        naarpc.Client(VECTOR, "127.0.0.1:1", transport="rdma")
+
+
+def test_deadline_exceeded_and_killed_naa():
+    p, port = start([NAARPC, "serve", "--idl", VECTOR, "--transport", "emulated", "--port", "0",
+                     "--address", "127.0.0.1", "--kernel", "Dot=sleep:60000"],
+                    r"listening on 127\.0\.0\.1:(\d+)")
+    try:
+        with naarpc.Client(VECTOR, f"127.0.0.1:{port}", transport="emulated") as c:
+            with pytest.raises(naarpc.DeadlineExceeded) as e:
+                c.VectorArith.Dot(a=[1], b=[1], deadline=0.3)
+            assert isinstance(e.value, TimeoutError)
+            # Another routine still works (a new connection; the echo kernel).
+            x = np.ones(1024, **F32)
+            assert c.VectorArith.Add(a=x, b=x).out[0] == 1
+            # The NAA is killed while a call waits for its answer (or before
+            # it reaches the NAA): either way the call fails cleanly.
+            fut = c.VectorArith.Dot.future(a=[1], b=[1], deadline=60)
+            os.killpg(p.pid, signal.SIGKILL)
+            with pytest.raises(naarpc.Unavailable):
+                fut.result(timeout=120)
+            with pytest.raises(naarpc.Unavailable):
+                c.VectorArith.Add(a=x, b=x)
+    finally:
+        stop(p)
+
+
+# ---- zero copy ----------------------------------------------------------------------
+
+def test_empty_out_array_gets_results_without_copy(vector):
+    buf = vector.empty("VectorArith.Add", "out")
+    assert buf.dtype == np.float32 and buf.shape == (1024,)
+    a = np.arange(1024, **F32)
+    r = vector.VectorArith.Add(a=a, b=a, out=buf, deadline=5)
+    assert r.out is buf
+    np.testing.assert_array_equal(buf, 2 * a)
+    r = vector.VectorArith.Add(a=a, b=np.ones(1024, **F32), out=buf)
+    assert r.out is buf and np.shares_memory(r.out, buf)
+    np.testing.assert_array_equal(buf, a + 1)
+    # Inputs from empty() of the same connection are sent from where they are.
+    ina = vector.empty("VectorArith.Add", "a")
+    ina[:] = 7
+    r = vector.VectorArith.Add(a=ina, b=a, out=buf)
+    np.testing.assert_array_equal(buf, a + 7)
+    # Without out=, results are fresh arrays, not views of a session buffer.
+    r1 = vector.VectorArith.Add(a=a, b=a)
+    r2 = vector.VectorArith.Add(a=a, b=a)
+    assert not np.shares_memory(r1.out, r2.out)
+    # A plain array as out= gets the result copied into it.
+    mine = np.zeros(1024, **F32)
+    assert vector.VectorArith.Add(a=a, b=a, out=mine).out is mine
+    np.testing.assert_array_equal(mine, 2 * a)
+
+
+def test_empty_variable_length(vector):
+    x = vector.empty("VectorArith.Scale", "x")
+    assert x.shape == (65536,) and x.dtype == np.float64
+    x[:4] = [1, 2, 3, 4]
+    r = vector.VectorArith.Scale(factor=2.0, x=x[:4])
+    assert r.x.tolist() == [2, 4, 6, 8]
+    assert np.shares_memory(r.x, x)
+    with pytest.raises(KeyError, match="no parameter 'y'"):
+        vector.empty("VectorArith.Scale", "y")
+
+
+def test_array_outlives_client(naa_port):
+    c = naarpc.Client(VECTOR, f"127.0.0.1:{naa_port}", transport="emulated")
+    buf = c.empty("VectorArith.Add", "out")
+    c.VectorArith.Add(a=np.ones(1024, **F32), b=np.ones(1024, **F32), out=buf)
+    c.close()
+    del c
+    assert buf.sum() == 2048  # still readable memory
+
+
+# ---- concurrency ----------------------------------------------------------------------
+
+def test_future(vector):
+    a = np.arange(1024, **F32)
+    futs = [vector.VectorArith.Add.future(a=a, b=np.full(1024, i, **F32)) for i in range(16)]
+    for i, f in enumerate(futs):
+        np.testing.assert_array_equal(f.result(timeout=60).out, a + i)
+    with pytest.raises(naarpc.NaaError):
+        vector.VectorArith.Dot.future(a=[1, 2], b=[1]).result(timeout=60)
+
+
+def test_asyncio_many_in_flight(vector):
+    async def main():
+        calls = [vector.VectorArith.Dot.aio(a=np.arange(i + 1.0), b=np.ones(i + 1))
+                 for i in range(40)]
+        return await asyncio.gather(*calls)
+    results = asyncio.run(main())
+    assert [r.result[0] for r in results] == [i * (i + 1) / 2 for i in range(40)]
+
+
+def test_threads(vector):
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(20):
+                x = np.full(1024, k * 100 + i, **F32)
+                assert vector.VectorArith.Add(a=x, b=x).out[0] == 2 * (k * 100 + i)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+# ---- serving from Python ----------------------------------------------------------------
+
+def test_serve_python_kernels_called_from_python_and_cli():
+    idl = naarpc.load_idl(CHECKED)
+    seen = []
+
+    def isqrt(call, x, root):
+        seen.append((call.routine, call.function_code, x.flags.writeable))
+        if (x < 0).any():
+            return "NEGATIVE_INPUT"
+        root[:] = np.floor(np.sqrt(x))
+
+    def divide(call, a, b, q):
+        if len(a) != len(b):
+            return 0x10
+        if (b == 0).any():
+            raise naarpc.NaaError("b has a zero", 0x11)
+        np.floor_divide(a, b, out=q)
+
+    with naarpc.serve(idl, {"Isqrt": isqrt, "CheckedMath.Divide": divide}, port=0,
+                      address="127.0.0.1", transport="emulated", block=False) as server:
+        assert "CheckedMath.Isqrt (code 41): python" in server.describe()
+        target = f"127.0.0.1:{server.port}"
+        with naarpc.Client(idl, target, transport="emulated") as c:
+            assert c.CheckedMath.Isqrt(x=np.array([16, 17, 26], np.int64)).root.tolist() == \
+                [4, 4, 5]
+            assert seen[-1] == ("CheckedMath.Isqrt", 41, False)
+            with pytest.raises(naarpc.NaaError) as e:
+                c.CheckedMath.Isqrt(x=np.array([-4], np.int64))
+            assert e.value.status_name == "NEGATIVE_INPUT"
+            with pytest.raises(naarpc.NaaError) as e:
+                c.CheckedMath.Divide(a=np.array([1], np.int32), b=np.array([0], np.int32))
+            assert e.value.status_name == "DIVISION_BY_ZERO"
+            with pytest.raises(naarpc.NaaError) as e:
+                c.CheckedMath.Divide(a=np.array([1, 2], np.int32), b=np.array([1], np.int32))
+            assert e.value.status_name == "LENGTH_MISMATCH"
+            assert c.CheckedMath.Divide(a=np.array([7, -9], np.int32),
+                                        b=np.array([2, 3], np.int32)).q.tolist() == [3, -3]
+        # The C++ side: the naarpc CLI's client.
+        cli = subprocess.run([NAARPC, "call", "--idl", CHECKED, "--target", target,
+                              "--transport", "emulated", "Isqrt", "--in", "x=[81, 3]"],
+                             capture_output=True, text=True)
+        assert cli.returncode == 0, cli.stderr
+        assert "root = [9, 1]" in cli.stdout
+        cli = subprocess.run([NAARPC, "call", "--idl", CHECKED, "--target", target,
+                              "--transport", "emulated", "Isqrt", "--in", "x=[-1]"],
+                             capture_output=True, text=True)
+        assert cli.returncode == 6 and "NEGATIVE_INPUT" in cli.stderr
+        assert server.calls >= 7
+    assert not server.running
+
+
+def test_serve_variable_lengths_exceptions_and_builtin_kernels():
+    idl = naarpc.load_idl(VECTOR)
+    kept = []
+
+    def prefix(call, x, sums):
+        assert len(sums) == len(x)  # the first variable-length input's length
+        np.cumsum(x, out=sums)
+        call.set_length("sums", max(len(x) - 1, 0))
+        kept.append(call)
+
+    def dot(call, a, b, result):
+        raise RuntimeError("kernel bug")
+
+    with naarpc.serve(idl, {"Prefix": prefix, "Dot": dot, "Scale": "increment"}, port=0,
+                      address="127.0.0.1", transport="emulated", block=False) as server:
+        with naarpc.Client(idl, f"127.0.0.1:{server.port}", transport="emulated") as c:
+            assert c.VectorArith.Prefix(x=np.array([1, 2, 3], np.int64)).sums.tolist() == [1, 3]
+            with pytest.raises(naarpc.NaaError) as e:
+                c.VectorArith.Dot(a=[1], b=[1])
+            assert e.value.status_name == "KERNEL_FAILED" and e.value.status_code == 5
+            assert c.VectorArith.Scale(factor=1.0, x=[1.0, 2.0]).x.tolist() == [2.0, 3.0]
+            with pytest.raises(naarpc.NaaError) as e:  # no kernel given
+                c.VectorArith.Sub(a=np.zeros(1024, **F32), b=np.zeros(1024, **F32))
+            assert e.value.status_name == "UNKNOWN_FUNCTION"
+    # A kernel's call object is unusable once the kernel returned.
+    with pytest.raises(ValueError, match="has finished"):
+        kept[0].set_length("sums", 1)
+
+
+def test_serve_refuses_bad_kernels():
+    idl = naarpc.load_idl(VECTOR)
+    with pytest.raises(KeyError, match="no routine 'Nope'"):
+        naarpc.serve(idl, {"Nope": lambda call: None}, port=0, transport="emulated", block=False)
+    with pytest.raises(TypeError, match="must be a function"):
+        naarpc.serve(idl, {"Add": 3}, port=0, transport="emulated", block=False)
+    with pytest.raises(ValueError, match="unknown kernel 'frobnicate'"):
+        naarpc.serve(idl, {"Add": "frobnicate"}, port=0, transport="emulated", block=False)
+    with pytest.raises(ValueError, match="stream parameters"):
+        naarpc.serve(STREAM, {"Transform": lambda call, *a: None}, port=0, transport="emulated",
+                     block=False)
+
+
+# ---- the snippets of docs/python.md ---------------------------------------------------
+
+def doc_block(ident):
+    text = subprocess.run([sys.executable, "tests/docs/doctest.py", "extract", "docs/python.md",
+                           ident], capture_output=True, text=True, check=True).stdout
+    return text
+
+
+@pytest.mark.parametrize("ident", ["quickstart", "errors", "serve"])
+def test_doc_snippets(ident, naa_port, capsys):
+    code = doc_block(ident).replace("127.0.0.1:12345", f"127.0.0.1:{naa_port}")
+    exec(compile(code, f"docs/python.md#{ident}", "exec"), {"__name__": "__doc__"})
+    out = capsys.readouterr().out
+    expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]"}[ident]
+    assert expected in out
