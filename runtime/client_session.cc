@@ -153,6 +153,13 @@ class ClientSession::Impl {
   // The streaming part of a call, from the request write to the status.
   Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
                     uint32_t& status_imm);
+  // "; stream 'x': 3 chunk(s) written, 2 credited; ...": where every
+  // stream of the call stands.
+  std::string StreamTotals() const {
+    std::string state;
+    for (const Stream& st : streams) state += "; " + st.name() + ": " + st.Totals();
+    return state;
+  }
   // Posts one stream frame (a WRITE_WITH_IMM); false if the send queue
   // has no slot until the pending signaled request completes.
   Result<bool> PostFrame(LocalBuffer local, uint64_t remote_addr, uint32_t rkey, uint32_t imm);
@@ -463,6 +470,13 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   ForgetNotify();  // a blocking call: PollCompletions arms and consumes on its own
   if (streams.empty()) return FinishCall();
   Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
+  if (!s.ok() && s.code() != StatusCode::kProtocolError &&
+      s.code() != StatusCode::kDeadlineExceeded) {
+    // Say where each stream stood (a frame out of sequence and a deadline
+    // say it already): e.g. the NAA found one of our frames out of sequence
+    // and closed the connection, failing a completion or a post.
+    s = s.WithContext("mid-stream" + StreamTotals());
+  }
   call.written = call.answered = s.ok();
   return EndCall(std::move(s));
 }
@@ -781,12 +795,10 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     Result<size_t> n = conn->PollCompletions(batch, deadline);
     if (!n.ok()) return n.status().WithContext("streaming");
     if (*n == 0 && deadline.expired()) {
-      std::string state;
-      for (const Stream& st : streams) state += "; " + st.name() + ": " + st.Totals();
       return DeadlineExceededError(
           std::string(answered ? "the NAA answered, but our last write was not acknowledged"
                                : "no status from the NAA") +
-          " before the deadline, mid-stream" + state);
+          " before the deadline, mid-stream" + StreamTotals());
     }
     for (size_t k = 0; k < *n; ++k) {
       const Completion& c = batch[k];

@@ -367,8 +367,14 @@ class ConnectionServer final : public internal::Driven,
   Status PostStreamFrame(std::unique_lock<std::mutex>& lock, LocalBuffer local,
                          uint64_t remote_addr, uint32_t rkey, uint32_t imm);
   // After the kernel: drains unread input, ends open outputs, waits for
-  // every credit (docs/protocol.md 15.4).
+  // every credit (docs/protocol.md 15.4). A connection that ends
+  // mid-stream (e.g. the host found one of our frames out of sequence and
+  // failed its call) is logged with where each stream stood.
   Status FinishStreams();
+  // "; stream 0: 3 chunk(s) received, ...; stream 1: ..." for the log.
+  // REQUIRES: pump_mu_ held.
+  std::string StreamTotalsLocked() const;
+  Status FinishStreamsLocked(std::unique_lock<std::mutex>& lock);
 
   std::mutex conn_mu_;  // Interrupt() vs. the end of Run()
   std::unique_ptr<Connection> conn_;
@@ -688,8 +694,27 @@ Status ConnectionServer::PostStreamFrame(std::unique_lock<std::mutex>& lock, Loc
   return Status::Ok();
 }
 
+std::string ConnectionServer::StreamTotalsLocked() const {
+  std::string totals;
+  for (const auto& st : streams_) {
+    totals += "; " + st->inbound_.name() + ": " +
+              (st->input_ ? st->inbound_.Totals() : st->outbound_.Totals());
+  }
+  return totals;
+}
+
 Status ConnectionServer::FinishStreams() {
   std::unique_lock<std::mutex> lock(pump_mu_);
+  Status s = FinishStreamsLocked(lock);
+  // Other errors end the connection and are logged by Finish; a disconnect
+  // is not, but one in the middle of a stream is worth a line.
+  if (s.code() == StatusCode::kDisconnected) {
+    Log("the connection ended mid-stream: " + s.message() + StreamTotalsLocked());
+  }
+  return s;
+}
+
+Status ConnectionServer::FinishStreamsLocked(std::unique_lock<std::mutex>& lock) {
   for (auto& st : streams_) {
     if (st->input_) {
       // Unread input: from now on every credit says stop, and what still

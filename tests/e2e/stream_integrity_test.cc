@@ -3,9 +3,12 @@
 // fault injection) fails the call with an error that names the stream, the
 // expected and the received frame, at whichever side reads the frame: the
 // NAA (its log) for what the host writes, the host (the call's status) for
-// what the NAA writes. Both dialects.
+// what the NAA writes. The writer sees the reader close the connection and
+// names the stream and how far it got (the host in the call's status, the
+// NAA in its log). Both dialects.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <functional>
@@ -18,7 +21,9 @@
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/emulated/fault_injection.h"
 #include "services/stream/stream_service.h"
+#include "tests/testing/forwarding_transport.h"
 #include "tests/testing/log_capture.h"
+#include "tests/testing/test_transport.h"
 
 namespace naarpc {
 namespace {
@@ -116,12 +121,20 @@ TEST_P(StreamIntegrityTest, TheReaderNamesTheFrame) {
   const bool naa_reads = (c.who == Who::kHost);
   if (naa_reads) {
     EXPECT_TRUE(log_.WaitFor(c.expected)) << "the NAA logged:\n" << log_.All();
-    // The host sees the NAA close the connection mid-call.
+    // The host sees the NAA close the connection mid-stream and names the
+    // stream and how far it got.
     EXPECT_NE(st.message().find(Checksum(c) ? "Checksum" : "Generate"), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.message().find("mid-stream; stream 'data': "), std::string::npos)
         << st.ToString();
   } else {
     EXPECT_EQ(st.code(), StatusCode::kProtocolError) << st.ToString();
     EXPECT_NE(st.message().find(c.expected), std::string::npos) << st.ToString();
+    // The NAA sees the host leave mid-stream and logs the stream and how
+    // far it got.
+    EXPECT_TRUE(log_.WaitFor("the connection ended mid-stream: "))
+        << "the NAA logged:\n" << log_.All();
+    EXPECT_NE(log_.All().find("; stream 0: "), std::string::npos) << log_.All();
   }
   // The client goes on: a fresh connection is served (no rule left).
   EXPECT_TRUE(CallTheRoutine().ok());
@@ -160,6 +173,156 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return std::get<0>(info.param).name + "_" +
              (std::get<1>(info.param) == Dialect::kSpec ? "spec" : "reference");
+    });
+
+// The same checks on a real transport (the verbs cases run in the Soft-RoCE
+// guest): one side's connection renumbers one of its stream frames as it
+// posts it (chunk 2 numbered 3 or 1, the credit for 3 chunks counting 4 or
+// 2), as a lost or a duplicated frame would look to the reader. The reader
+// names the stream, the expected and the received number; the writer names
+// the stream when the reader closes the connection.
+struct Renumber {
+  std::string name;
+  Who who;
+  What what;
+  int delta;             // added to the frame's number
+  std::string expected;  // in the reader's error, after the stream's name
+};
+
+// Renumbers the first matching frame this connection (or any other sharing
+// `done`) posts.
+class RenumberingConnection final : public testing::ForwardingConnection {
+ public:
+  RenumberingConnection(std::unique_ptr<Connection> inner, const Renumber& r,
+                        std::shared_ptr<std::atomic<bool>> done)
+      : ForwardingConnection(std::move(inner)), r_(r), done_(std::move(done)) {}
+  Status PostSend(std::span<const SendRequest> requests) override {
+    std::vector<SendRequest> posted(requests.begin(), requests.end());
+    for (SendRequest& s : posted) {
+      if (s.opcode != WorkOpcode::kRdmaWriteWithImm) continue;
+      const std::optional<StreamFrame> f = DecodeStreamFrame(s.imm_data);
+      if (!f || f->stream != 0 || f->credit != (r_.what == What::kCredit)) continue;
+      if (f->value != (r_.what == What::kChunk ? kFaultyFrame : kFaultyFrame + 1)) continue;
+      if (done_->exchange(true)) continue;
+      s.imm_data = (s.imm_data & ~kStreamValueMask) |
+                   (static_cast<uint32_t>(static_cast<int>(f->value) + r_.delta) &
+                    kStreamValueMask);
+    }
+    return inner().PostSend(posted);
+  }
+
+ private:
+  const Renumber r_;
+  const std::shared_ptr<std::atomic<bool>> done_;
+};
+
+using RenumberParam = std::tuple<std::string, Renumber, Dialect>;
+
+class StreamSequenceTest : public ::testing::TestWithParam<RenumberParam> {
+ protected:
+  void SetUp() override {
+    tt_ = testing::MakeTestTransport(std::get<0>(GetParam()));
+    if (!tt_.transport) GTEST_SKIP() << tt_.unavailable;
+    const Renumber& r = std::get<1>(GetParam());
+    wrapped_ = std::make_unique<testing::WrappingTransport>(
+        *tt_.transport, [r, done = done_](std::unique_ptr<Connection> c) {
+          return std::unique_ptr<Connection>(
+              std::make_unique<RenumberingConnection>(std::move(c), r, done));
+        });
+    // The side that writes the renumbered frame uses the wrapped transport.
+    Transport& naa_transport = r.who == Who::kNaa ? *wrapped_ : *tt_.transport;
+    Transport& host_transport = r.who == Who::kHost ? *wrapped_ : *tt_.transport;
+    auto handler = codegen::CompositeHandler::Create({&kernels_});
+    ASSERT_TRUE(handler.ok()) << handler.status().ToString();
+    handler_ = std::move(*handler);
+    ServerOptions server_options;
+    server_options.log = log_.Sink();
+    auto server = NaaServer::Start(naa_transport, tt_.address, 0, *handler_, server_options);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    codegen::StubOptions stub;
+    stub.session.dialect = std::get<2>(GetParam());
+    client_ = std::make_unique<ops::StreamOpsClient>(host_transport, tt_.address,
+                                                     server_->port(), stub);
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+  }
+
+  // Checksum streams from the host (chunks from it, credits from the NAA),
+  // Generate from the NAA.
+  Status CallTheRoutine(bool* checksum = nullptr) {
+    const Renumber& r = std::get<1>(GetParam());
+    const bool sum = (r.who == Who::kHost) == (r.what == What::kChunk);
+    if (checksum != nullptr) *checksum = sum;
+    if (sum) {
+      std::vector<uint8_t> data(kChunks * kChunk + 5, 3);
+      uint64_t digest[4] = {};
+      return client_->Checksum(data, digest, Deadline::After(kGuard));
+    }
+    std::vector<uint8_t> data;
+    return client_->Generate(kChunks * kChunk + 5, &data, Deadline::After(kGuard));
+  }
+
+  testing::TestTransport tt_;
+  std::shared_ptr<std::atomic<bool>> done_ = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<Transport> wrapped_;
+  ops::StreamOpsServiceImpl kernels_;
+  std::unique_ptr<codegen::CompositeHandler> handler_;
+  testing::LogCapture log_;
+  std::unique_ptr<NaaServer> server_;
+  std::unique_ptr<ops::StreamOpsClient> client_;
+};
+
+TEST_P(StreamSequenceTest, BothSidesNameTheStream) {
+  const Renumber& r = std::get<1>(GetParam());
+  bool checksum = false;
+  const Status st = CallTheRoutine(&checksum);
+  EXPECT_TRUE(done_->load());
+  ASSERT_FALSE(st.ok()) << "the call succeeded despite a " << r.name;
+  if (r.who == Who::kHost) {  // the NAA reads the frame
+    EXPECT_TRUE(log_.WaitFor("stream 0: " + r.expected)) << "the NAA logged:\n" << log_.All();
+    EXPECT_NE(st.message().find(checksum ? "Checksum" : "Generate"), std::string::npos)
+        << st.ToString();
+    EXPECT_NE(st.message().find("mid-stream; stream 'data': "), std::string::npos)
+        << st.ToString();
+  } else {  // the host reads it
+    EXPECT_EQ(st.code(), StatusCode::kProtocolError) << st.ToString();
+    EXPECT_NE(st.message().find("stream 'data': " + r.expected), std::string::npos)
+        << st.ToString();
+    EXPECT_TRUE(log_.WaitFor("the connection ended mid-stream: "))
+        << "the NAA logged:\n" << log_.All();
+    EXPECT_NE(log_.All().find("; stream 0: "), std::string::npos) << log_.All();
+  }
+  // The client goes on: a fresh connection is served (renumbered once).
+  const Status again = CallTheRoutine();
+  EXPECT_TRUE(again.ok()) << again.ToString();
+}
+
+std::vector<Renumber> Renumbers() {
+  std::vector<Renumber> cases;
+  for (Who who : {Who::kHost, Who::kNaa}) {
+    const std::string writer = who == Who::kHost ? "Host" : "Naa";
+    cases.push_back({writer + "ChunkAhead", who, What::kChunk, +1,
+                     "chunk 3 arrived where 2 was expected (chunks lost or reordered)"});
+    cases.push_back({writer + "ChunkBehind", who, What::kChunk, -1,
+                     "chunk 1 arrived where 2 was expected (chunks duplicated or reordered)"});
+    cases.push_back({writer + "CreditAhead", who, What::kCredit, +1,
+                     "credit 4 arrived where 3 was expected (credits lost or reordered)"});
+    cases.push_back({writer + "CreditBehind", who, What::kCredit, -1,
+                     "credit 2 arrived where 3 was expected (credits duplicated or reordered)"});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, StreamSequenceTest,
+    ::testing::Combine(::testing::Values("emulated", "verbs"), ::testing::ValuesIn(Renumbers()),
+                       ::testing::Values(Dialect::kSpec, Dialect::kReference)),
+    [](const auto& info) {
+      return std::get<1>(info.param).name + "_" + std::get<0>(info.param) + "_" +
+             (std::get<2>(info.param) == Dialect::kSpec ? "spec" : "reference");
     });
 
 }  // namespace
