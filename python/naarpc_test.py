@@ -445,9 +445,6 @@ def test_serve_refuses_bad_kernels():
         naarpc.serve(idl, {"Add": 3}, port=0, transport="emulated", block=False)
     with pytest.raises(ValueError, match="unknown kernel 'frobnicate'"):
         naarpc.serve(idl, {"Add": "frobnicate"}, port=0, transport="emulated", block=False)
-    with pytest.raises(ValueError, match="stream parameters"):
-        naarpc.serve(STREAM, {"Transform": lambda call, *a: None}, port=0, transport="emulated",
-                     block=False)
 
 
 # ---- the snippets of docs/python.md ---------------------------------------------------

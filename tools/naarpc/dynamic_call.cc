@@ -166,6 +166,17 @@ Result<ValueView> DynamicCall::Output(const idl::Param& p) {
 
 Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
                            std::map<std::string, Value>* stream_outputs, Deadline deadline) {
+  return InvokeWith(inputs, nullptr, stream_outputs, deadline);
+}
+
+Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
+                           StreamHandler& streams, Deadline deadline) {
+  return InvokeWith(inputs, &streams, nullptr, deadline);
+}
+
+Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
+                               StreamHandler* external,
+                               std::map<std::string, Value>* stream_outputs, Deadline deadline) {
   const std::string& name = name_;
   // Every input present and sized as the IDL says; no unknown names.
   for (const auto& [param_name, value] : inputs) {
@@ -180,6 +191,11 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
     }
     const uint64_t want_bytes = value.count * idl::Describe(p->type).size;
     if (StreamOf(*p)) {
+      if (external != nullptr) {
+        return InvalidArgumentError(name + ": stream '" + param_name +
+                                    "' is bound to the call's stream handler, not given as a "
+                                    "value");
+      }
       if (value.data.size() != want_bytes) {
         return InvalidArgumentError(name + ": stream '" + param_name + "' is not whole " +
                                     TypeName(*p) + " elements; nothing was sent");
@@ -202,6 +218,7 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
     send_lengths[p.index] = StreamOf(p) ? 0 : p.region_bytes();
     if (StreamOf(p) && p.is_output()) streams.AddOutput(&p);
     if (!p.is_input()) continue;
+    if (StreamOf(p) && external != nullptr) continue;
     auto it = inputs.find(p.name);
     if (it == inputs.end()) {
       return InvalidArgumentError(name + ": no input for parameter '" + p.name + "' (" +
@@ -226,7 +243,11 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
   }
   CallOptions options;
   options.send_lengths = send_lengths;
-  if (!streams.empty()) options.streams = &streams;
+  if (external != nullptr) {
+    options.streams = external;
+  } else if (!streams.empty()) {
+    options.streams = &streams;
+  }
   Status status = session_->Call(routine_.code, deadline, options);
   last_bytes_sent_ = sent;
   last_bytes_received_ = streams.bytes_received();

@@ -65,6 +65,14 @@ class DynamicCall {
   Status Invoke(const std::map<std::string, ValueView>& inputs,
                 std::map<std::string, Value>* stream_outputs, Deadline deadline);
 
+  // The same with the streams bound by the caller (the Python module's
+  // iterables, files and iterators): `streams` produces every input stream
+  // and consumes every output stream, numbered as the session numbers them
+  // (Param::stream->index; codegen::StreamBindings binds typed sources and
+  // sinks). `inputs` then holds no stream parameter.
+  Status Invoke(const std::map<std::string, ValueView>& inputs, StreamHandler& streams,
+                Deadline deadline);
+
   // After a successful Invoke: the elements of output parameter `param` (not
   // a stream) in the session's buffer, valid until the next Invoke. A
   // variable-length output's count is its length header, checked against
@@ -78,6 +86,10 @@ class DynamicCall {
   const std::string& full_name() const { return name_; }
 
  private:
+  // `memory` (the in-memory form) or `external` streams.
+  Status InvokeWith(const std::map<std::string, ValueView>& inputs, StreamHandler* external,
+                    std::map<std::string, Value>* stream_outputs, Deadline deadline);
+
   DynamicCall(const idl::Service& service, const idl::Routine& routine,
               std::unique_ptr<ClientSession> session)
       : service_(service),
