@@ -10,6 +10,7 @@
 // pin that session: calls given such an array as an output use that session,
 // so results land in the array without a copy. The GIL is never held while
 // waiting for a session's lock.
+#include <poll.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -91,7 +92,7 @@ void TranslateErrors(std::exception_ptr p) {
 
 // ---- element types ------------------------------------------------------------
 
-py::dtype DtypeOf(idl::ElementType t) {
+py::dtype MakeDtype(idl::ElementType t) {
   switch (t) {
     case idl::ElementType::kU8:
     case idl::ElementType::kBytes:
@@ -116,6 +117,16 @@ py::dtype DtypeOf(idl::ElementType t) {
       return py::dtype("<f8");
   }
   return py::dtype("<u1");
+}
+
+// The dtype of an element type, made once (parsing a dtype string costs
+// about a microsecond a call). Never freed: the module lives as long as the
+// interpreter.
+py::dtype DtypeOf(idl::ElementType t) {
+  static auto* cache = new std::map<idl::ElementType, py::dtype>();
+  auto it = cache->find(t);
+  if (it == cache->end()) it = cache->emplace(t, MakeDtype(t)).first;
+  return it->second;
 }
 
 // A 1-D array of `n` elements: new, or over `ptr` (kept alive by `base`).
@@ -706,6 +717,45 @@ class StreamingCall {
   std::thread thread_;
 };
 
+// The interpreter's main thread (where Python runs signal handlers).
+unsigned long& MainThreadId() {
+  static unsigned long id = 0;
+  return id;
+}
+
+// Runs a call (no streams) on this thread, which holds no GIL, waiting for
+// it in slices of at most 50 ms: between them it takes the GIL and runs
+// Python's signal handlers (PyErr_CheckSignals). If one raises (Ctrl-C:
+// KeyboardInterrupt) the call is abandoned (its connection closed, so the
+// NAA's late answer cannot land) and the exception is kept in `*raised`.
+Status RunInterruptible(DynamicCall& call, const std::map<std::string, ValueView>& inputs,
+                        Deadline deadline, std::shared_ptr<py::error_already_set>* raised) {
+  constexpr auto kSlice = std::chrono::milliseconds(50);
+  Status started = call.Start(inputs, deadline);
+  if (!started.ok()) return started;
+  // The slices use the coarse clock (a precise read can cost ~1 us here).
+  auto next_check = Deadline::CoarseNow() + kSlice;
+  for (;;) {
+    if (std::optional<Status> done = call.Continue()) return *done;
+    const auto now = Deadline::CoarseNow();
+    if (now >= next_check) {
+      next_check = now + kSlice;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        *raised = std::make_shared<py::error_already_set>();  // fetches it
+        call.Abandon();
+        return CancelledError(call.full_name() + ": interrupted");
+      }
+    }
+    int wait_ms = static_cast<int>(
+        std::chrono::ceil<std::chrono::milliseconds>(next_check - now).count());
+    const int left_ms = deadline.PollTimeoutMs();  // -1: infinite
+    if (left_ms >= 0) wait_ms = std::min(wait_ms, left_ms);
+    pollfd pfd{call.session().notify_fd(), POLLIN, 0};
+    ::poll(&pfd, 1, std::max(wait_ms, 0));
+  }
+}
+
 class Client {
  public:
   Client(const Idl& idl, std::optional<std::string> target, const std::string& transport,
@@ -799,6 +849,10 @@ class Client {
     }
 
     const bool has_streams = routine->has_streams();
+    // Ctrl-C reaches Python in the main thread only: there the call waits in
+    // slices and checks for it.
+    const bool main_thread = PyThread_get_thread_ident() == MainThreadId();
+    std::shared_ptr<py::error_already_set> interrupt;
     std::unique_lock<std::mutex> lock;
     Status status;
     {
@@ -818,8 +872,13 @@ class Client {
                                     ": the connection of this c.empty() array's session has "
                                     "failed; take a new array with empty()");
         } else {
-          status = has_streams ? session->call->Invoke(inputs, *streams.bindings, deadline)
-                               : session->call->Invoke(inputs, nullptr, deadline);
+          if (has_streams) {
+            status = session->call->Invoke(inputs, *streams.bindings, deadline);
+          } else if (main_thread && session->call->session().notify_fd() >= 0) {
+            status = RunInterruptible(*session->call, inputs, deadline, &interrupt);
+          } else {
+            status = session->call->Invoke(inputs, nullptr, deadline);
+          }
         }
       }
       streams.bindings.reset();  // the call has ended: its sources and sinks learn it
@@ -832,6 +891,7 @@ class Client {
         if (!has_streams) Give(session);
       }
       streams.errors->RaiseIfAny();  // the Python source's own exception
+      if (interrupt) throw py::error_already_set(*interrupt);  // KeyboardInterrupt
       Throw(status, service);
     }
 
@@ -1514,6 +1574,8 @@ PYBIND11_MODULE(_naarpc, m) {
   using namespace naarpc::python;
   m.doc() = "The C++ half of the naarpc Python module (use `import naarpc`).";
   py::register_exception_translator(&TranslateErrors);
+  MainThreadId() =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   py::class_<Idl>(m, "Idl")
       .def_property_readonly("path", [](const Idl& i) { return i.file->path; })

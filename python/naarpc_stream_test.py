@@ -10,7 +10,10 @@ served from Python, over the emulated transport. Run by
 import gc
 import io
 import os
+import signal
 import subprocess
+import sys
+import threading
 import weakref
 
 import numpy as np
@@ -347,3 +350,56 @@ def test_cpp_stubs_call_a_python_served_naa(py_stream_server):
                  "StreamOps.Checksum OK 1048576", "StreamOps.Transform OK 11 21 31",
                  "StreamOps.Generate OK 100000"]:
         assert line in r.stdout, r.stdout
+
+
+# ---- Ctrl-C during a blocking call ------------------------------------------------------
+
+CTRL_C_CHILD = r"""
+import sys
+import numpy as np
+import naarpc
+
+with naarpc.Client(sys.argv[1], sys.argv[2], transport="emulated") as c:
+    print("calling", flush=True)
+    try:
+        c.VectorArith.Add(a=np.zeros(1024, np.float32), b=np.zeros(1024, np.float32),
+                          deadline=600)
+        print("completed", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted during the call", flush=True)
+    # The client goes on: the interrupted call's connection was closed.
+    print("after:", c.VectorArith.Dot(a=[1, 2], b=[3, 4]).result.tolist(), flush=True)
+"""
+
+
+def test_ctrl_c_interrupts_a_blocking_call(tmp_path):
+    arrived, release = threading.Event(), threading.Event()
+
+    def add(call, a, b, out):  # holds the call until the test ends
+        arrived.set()
+        release.wait(600)
+
+    def dot(call, a, b, result):
+        result[0] = np.dot(a, b)
+
+    script = tmp_path / "child.py"
+    script.write_text(CTRL_C_CHILD)
+    with naarpc.serve(VECTOR, {"Add": add, "Dot": dot}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False) as server:
+        child = subprocess.Popen([sys.executable, str(script), VECTOR,
+                                  f"127.0.0.1:{server.port}"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ))
+        try:
+            assert child.stdout.readline().strip() == "calling"
+            assert arrived.wait(120), "the call never reached the NAA"
+            child.send_signal(signal.SIGINT)  # the call is in flight, blocked in C++
+            out, _ = child.communicate(timeout=120)
+        finally:
+            release.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 0, out
+    assert "interrupted during the call" in out and "completed" not in out, out
+    assert "after: [11.0]" in out, out
