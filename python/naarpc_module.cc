@@ -376,9 +376,9 @@ struct PyErrors {
 class StreamInput {
  public:
   StreamInput(std::string full, const idl::Param& p, py::object value,
-              std::shared_ptr<PyErrors> errors)
+              std::shared_ptr<PyErrors> errors, std::shared_ptr<std::atomic<bool>> cancelled)
       : full_(std::move(full)), param_(p), errors_(std::move(errors)),
-        elem_(idl::Describe(p.type).size) {
+        cancelled_(std::move(cancelled)), elem_(idl::Describe(p.type).size) {
     const std::string what = full_ + ": stream '" + p.name + "'";
     if (py::isinstance<py::array>(value)) {
       iter_ = py::iter(py::make_tuple(CheckArray(full_, p, value)));
@@ -416,6 +416,9 @@ class StreamInput {
   // Fills `out` (whole elements) with the stream's next bytes; fewer ends
   // the stream. Runs on the call's thread, which holds no GIL.
   Result<size_t> Fill(std::span<std::byte> out) {
+    if (cancelled_->load()) {
+      return CancelledError(full_ + ": stream '" + param_.name + "': the call was cancelled");
+    }
     py::gil_scoped_acquire gil;
     try {
       return file_ ? FillFromFile(out) : FillFromIterator(out);
@@ -484,6 +487,7 @@ class StreamInput {
   const std::string full_;
   const idl::Param& param_;
   std::shared_ptr<PyErrors> errors_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
   const size_t elem_;
   py::object iter_, file_, pending_;
   const std::byte* data_ = nullptr;  // pending_'s bytes
@@ -507,13 +511,16 @@ struct StreamOutput {
 // Destroyed with the GIL held (the sources hold Python objects).
 struct CallStreams {
   std::shared_ptr<PyErrors> errors = std::make_shared<PyErrors>();
+  // Set by StreamingCall::Cancel: the input streams end the call with
+  // kCancelled at their next chunk.
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::shared_ptr<StreamInput>> inputs;
   std::vector<std::unique_ptr<StreamOutput>> outputs;  // in IDL order
   std::vector<std::shared_ptr<void>> keep;             // the typed sources and sinks
   std::unique_ptr<codegen::StreamBindings> bindings = std::make_unique<codegen::StreamBindings>();
 
   void AddInput(const std::string& full, const idl::Param& p, py::object value) {
-    auto in = std::make_shared<StreamInput>(full, p, value, errors);
+    auto in = std::make_shared<StreamInput>(full, p, value, errors, cancelled);
     inputs.push_back(in);
     WithElement(idl::Describe(p.type).size, [&](auto tag) {
       using T = decltype(tag);
@@ -664,10 +671,11 @@ class StreamingCall {
     return result;
   }
 
-  // Stops reading: the call fails at its next output chunk (its connection
-  // is closed, not reused). No effect once the call has ended.
+  // Stops the call: it fails at its next output chunk or input chunk (its
+  // connection is closed, not reused). No effect once the call has ended.
   void Cancel() {
     if (done_.load()) return;
+    streams_->cancelled->store(true);
     for (auto& o : streams_->outputs) o->stop();
   }
 
@@ -691,6 +699,7 @@ class StreamingCall {
   [[noreturn]] void RaiseFailure(const Status& pipe) {
     {
       py::gil_scoped_release release;
+      streams_->cancelled->store(true);
       for (auto& o : streams_->outputs) {
         if (!o->ended) o->stop();
       }

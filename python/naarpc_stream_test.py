@@ -218,6 +218,15 @@ def test_leaving_a_stream_early_cancels_it(sc):
     # Cancelled: the rest of the 50 MiB is not read, the call failed.
     with pytest.raises(naarpc.Error):
         call.result()
+    # An endless input stream stops at cancel().
+    def endless():
+        while True:
+            yield np.zeros(1 << 20, np.uint8)
+
+    call = sc.StreamOps.Checksum.stream(data=endless())
+    call.cancel()
+    with pytest.raises(naarpc.Error):
+        call.result()
     # result() without reading drains the stream.
     assert len(sc.StreamOps.Generate.stream(count=200_000).result()) == 0
     np.testing.assert_array_equal(sc.StreamOps.Generate(count=10).data, pattern(10))

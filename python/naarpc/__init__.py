@@ -217,7 +217,7 @@ class StreamingCall:
         return Result(self._native.result())
 
     def cancel(self):
-        """Stops the call at its next output chunk (no effect once it ended)."""
+        """Stops the call at its next chunk, in or out (no effect once it ended)."""
         self._native.cancel()
 
     def __enter__(self):
