@@ -4,8 +4,9 @@
 # Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--pytest RUN_PYTEST ROOT TEST_PY]
 #                       [--device-removal TEST] VERBS_TEST [END_TO_END_TEST...]
 # --cli: the naarpc command-line tool's verbs script (tests/cli/verbs_guest.sh).
-# --pytest: the Python module's verbs cases: python/run_pytest.sh run from the
-# runfiles root ROOT on TEST_PY (python/naarpc_transport_test.py), `-k verbs`;
+# --pytest: the Python module's verbs cases: RUN_PYTEST (python/run_pytest.sh,
+# //python:python_transport_test's script) run from the runfiles root ROOT on
+# TEST_PY (python/naarpc_transport_test.py), `-k verbs`;
 # NAARPC_TEST_REQUIRE_VERBS=1 makes a verbs case that would skip fail.
 # --device-removal: last, removes rxe0 under a live call (the test), checks
 # that the device goes away once the test has exited, and re-creates it.
