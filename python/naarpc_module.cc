@@ -10,11 +10,14 @@
 // pin that session: calls given such an array as an output use that session,
 // so results land in the array without a copy. The GIL is never held while
 // waiting for a session's lock.
+#include <poll.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "idl/load.h"
+#include "naarpc/codegen_stream.h"
 #include "naarpc/comm_state.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
@@ -88,7 +92,7 @@ void TranslateErrors(std::exception_ptr p) {
 
 // ---- element types ------------------------------------------------------------
 
-py::dtype DtypeOf(idl::ElementType t) {
+py::dtype MakeDtype(idl::ElementType t) {
   switch (t) {
     case idl::ElementType::kU8:
     case idl::ElementType::kBytes:
@@ -113,6 +117,16 @@ py::dtype DtypeOf(idl::ElementType t) {
       return py::dtype("<f8");
   }
   return py::dtype("<u1");
+}
+
+// The dtype of an element type, made once (parsing a dtype string costs
+// about a microsecond a call). Never freed: the module lives as long as the
+// interpreter.
+py::dtype DtypeOf(idl::ElementType t) {
+  static auto* cache = new std::map<idl::ElementType, py::dtype>();
+  auto it = cache->find(t);
+  if (it == cache->end()) it = cache->emplace(t, MakeDtype(t)).first;
+  return it->second;
 }
 
 // A 1-D array of `n` elements: new, or over `ptr` (kept alive by `base`).
@@ -232,6 +246,525 @@ struct Session {
   }
 };
 
+// Python arguments as C-contiguous 1-D arrays of the IDL type; errors name
+// the parameter, expected vs actual.
+// `context` follows the parameter's name in errors (" (chunk 3 of the stream)").
+py::array CheckArray(const std::string& full, const idl::Param& p, py::object value,
+                     const std::string& context = "") {
+  const py::dtype want = DtypeOf(p.type);
+  const std::string what = full + ": parameter '" + p.name + "'" + context;
+  py::array a;
+  if (py::isinstance<py::array>(value)) {
+    a = py::reinterpret_borrow<py::array>(value);
+    if (!a.dtype().is(want) && !a.dtype().equal(want)) {
+      throw py::type_error(what + " needs dtype " + DtypeText(want) + " (" +
+                           TypeName(p) + "), got dtype " +
+                           DtypeText(a.dtype()) +
+                           (a.dtype().kind() == want.kind() ? ""
+                                                            : "; convert with .astype(np." +
+                                                                  DtypeText(want) + ")"));
+    }
+  } else {
+    if (!p.is_input()) {
+      throw py::type_error(what + " is an output (" +
+                           std::string(idl::DirectionName(p.direction)) +
+                           "): give a numpy array for its result (e.g. from c.empty()), got " +
+                           py::str(value.get_type().attr("__name__")).cast<std::string>());
+    }
+    // Python numbers and lists: converted, refusing values the type
+    // cannot hold exactly.
+    py::module_ np = py::module_::import("numpy");
+    py::object raw = np.attr("asarray")(value);
+    py::object converted;
+    try {
+      converted = np.attr("asarray")(value, want);
+    } catch (py::error_already_set& e) {
+      throw py::value_error(what + ": cannot be converted to " + TypeName(p) + ": " + e.what());
+    }
+    if (!np.attr("array_equal")(converted, raw).cast<bool>()) {
+      throw py::value_error(what + ": the values do not fit " + TypeName(p) +
+                            " exactly (give a numpy array of dtype " +
+                            DtypeText(want) + ")");
+    }
+    a = py::reinterpret_borrow<py::array>(converted);
+    if (a.ndim() == 0) a = a.attr("reshape")(1).cast<py::array>();
+  }
+  if (a.ndim() == 0 && p.count == 1 && !p.variable) a = a.attr("reshape")(1).cast<py::array>();
+  if (a.ndim() != 1) {
+    throw py::value_error(what + " needs a 1-D array (" + Shape(p) + "), got shape " +
+                          ShapeText(a));
+  }
+  const auto n = static_cast<uint64_t>(a.size());
+  if (p.is_input()) {
+    if (!p.is_stream() && (p.variable ? n > p.count : n != p.count)) {
+      throw py::value_error(what + " needs " + (p.variable ? "at most " : "exactly ") +
+                            std::to_string(p.count) + " elements (" + TypeName(p) + "), got " +
+                            std::to_string(n));
+    }
+  } else if (!p.is_stream() && n != p.count) {
+    throw py::value_error(what + " (an output array) needs " + std::to_string(p.count) +
+                          " elements (" + TypeName(p) + (p.variable ? ", its maximum" : "") +
+                          "), got " + std::to_string(n));
+  }
+  if (!p.is_input()) {
+    if (!a.writeable()) throw py::value_error(what + " is an output, but the array is read-only");
+    if (!(a.flags() & py::array::c_style)) {
+      throw py::value_error(what + " is an output; its array must be contiguous");
+    }
+    if (p.is_stream()) {
+      throw py::value_error(what + " is an output stream; its result is returned, not written "
+                                   "into an array");
+    }
+  } else if (!(a.flags() & py::array::c_style)) {
+    a = py::module_::import("numpy").attr("ascontiguousarray")(a).cast<py::array>();
+  }
+  return a;
+}
+
+// ---- streams (docs/streams.md) -------------------------------------------------
+// The generated code's stream machinery (naarpc/codegen_stream.h) with Python
+// at its ends: an input stream's chunks come from a numpy array, an iterable
+// of arrays or a file's readinto() through a GeneratorSource; output streams
+// go to a CallbackSink (collected) or a PipeSink (an iterator of chunks);
+// StreamBindings binds them to the call, typed by element size so that its
+// whole-element and alignment checks apply.
+
+// Calls `f` with a value of the unsigned type of `size` bytes.
+template <typename F>
+decltype(auto) WithElement(size_t size, F&& f) {
+  switch (size) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    default:
+      return f(uint64_t{});
+  }
+}
+
+// The first Python exception a stream's source raised on the call's thread;
+// the call fails and the caller gets that exception.
+struct PyErrors {
+  std::mutex mu;
+  std::shared_ptr<py::error_already_set> first;
+  void Set(py::error_already_set e) {
+    std::lock_guard<std::mutex> g(mu);
+    if (!first) first = std::make_shared<py::error_already_set>(std::move(e));
+  }
+  // Raises it (GIL held).
+  void RaiseIfAny() {
+    std::shared_ptr<py::error_already_set> e;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      e = first;
+    }
+    if (e) throw py::error_already_set(*e);
+  }
+  bool any() {
+    std::lock_guard<std::mutex> g(mu);
+    return first != nullptr;
+  }
+};
+
+// One input stream's Python side: a numpy array (or anything CheckArray
+// converts) streamed whole, an iterable whose items are such arrays
+// (chunks of any length; the stream's chunks are cut from them), or a file
+// read with readinto() straight into the registered chunks. Only the
+// current item is held, so a generator streams more than fits in memory.
+class StreamInput {
+ public:
+  StreamInput(std::string full, const idl::Param& p, py::object value,
+              std::shared_ptr<PyErrors> errors, std::shared_ptr<std::atomic<bool>> cancelled)
+      : full_(std::move(full)), param_(p), errors_(std::move(errors)),
+        cancelled_(std::move(cancelled)), elem_(idl::Describe(p.type).size) {
+    const std::string what = full_ + ": stream '" + p.name + "'";
+    if (py::isinstance<py::array>(value)) {
+      iter_ = py::iter(py::make_tuple(CheckArray(full_, p, value)));
+    } else if (py::isinstance<py::bytes>(value) || py::isinstance<py::bytearray>(value) ||
+               py::isinstance<py::memoryview>(value)) {
+      py::object a = py::module_::import("numpy").attr("frombuffer")(value, py::dtype("<u1"));
+      iter_ = py::iter(py::make_tuple(CheckArray(full_, p, a)));
+    } else if (py::hasattr(value, "readinto")) {
+      file_ = value;
+    } else if (py::isinstance<py::str>(value)) {
+      throw py::type_error(what + " takes a numpy array, an iterable of arrays or a binary file "
+                                  "(with readinto()), got str");
+    } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      // A list of numbers is one array; a list of arrays is its chunks.
+      bool chunks = false;
+      for (py::handle item : value) chunks |= py::isinstance<py::array>(item);
+      iter_ = chunks ? py::iter(value) : py::iter(py::make_tuple(CheckArray(full_, p, value)));
+    } else {
+      try {
+        iter_ = py::iter(value);
+      } catch (py::error_already_set&) {
+        throw py::type_error(what + " takes a numpy array, an iterable of arrays or a binary file "
+                                    "(with readinto()), got " +
+                             py::str(value.get_type().attr("__name__")).cast<std::string>());
+      }
+    }
+  }
+  ~StreamInput() {
+    py::gil_scoped_acquire gil;  // the Python objects go with the GIL
+    pending_ = py::object();
+    iter_ = py::object();
+    file_ = py::object();
+  }
+
+  // Fills `out` (whole elements) with the stream's next bytes; fewer ends
+  // the stream. Runs on the call's thread, which holds no GIL.
+  Result<size_t> Fill(std::span<std::byte> out) {
+    if (cancelled_->load()) {
+      return CancelledError(full_ + ": stream '" + param_.name + "': the call was cancelled");
+    }
+    py::gil_scoped_acquire gil;
+    try {
+      return file_ ? FillFromFile(out) : FillFromIterator(out);
+    } catch (py::error_already_set& e) {
+      errors_->Set(std::move(e));
+    } catch (py::builtin_exception& e) {  // CheckArray's TypeError/ValueError
+      e.set_error();
+      errors_->Set(py::error_already_set());
+    }
+    return CancelledError(full_ + ": stream '" + param_.name + "': its Python source raised");
+  }
+
+ private:
+  size_t FillFromIterator(std::span<std::byte> out) {
+    size_t n = 0;
+    while (n < out.size()) {
+      if (offset_ == size_) {
+        if (done_) break;
+        py::object item = py::reinterpret_steal<py::object>(PyIter_Next(iter_.ptr()));
+        if (!item) {
+          if (PyErr_Occurred()) throw py::error_already_set();
+          done_ = true;
+          pending_ = py::object();
+          break;
+        }
+        ++items_;
+        py::array a = CheckArray(full_, param_, item,
+                                 " (item " + std::to_string(items_) + " of the stream)");
+        pending_ = a;
+        data_ = static_cast<const std::byte*>(a.data());
+        size_ = static_cast<size_t>(a.nbytes());
+        offset_ = 0;
+        continue;
+      }
+      const size_t k = std::min(out.size() - n, size_ - offset_);
+      std::memcpy(out.data() + n, data_ + offset_, k);
+      n += k;
+      offset_ += k;
+    }
+    return n;
+  }
+
+  size_t FillFromFile(std::span<std::byte> out) {
+    size_t n = 0;
+    while (n < out.size() && !done_) {
+      py::memoryview view = py::memoryview::from_memory(out.data() + n, out.size() - n, false);
+      py::object got = file_.attr("readinto")(view);
+      view.attr("release")();
+      if (got.is_none()) {
+        throw py::value_error(full_ + ": stream '" + param_.name +
+                              "': the file's readinto() returned None (a non-blocking file "
+                              "without data); give a blocking file");
+      }
+      const auto k = got.cast<size_t>();
+      if (k == 0) done_ = true;
+      n += k;
+    }
+    if (n % elem_ != 0) {
+      throw py::value_error(full_ + ": stream '" + param_.name + "': the file ends inside an " +
+                            TypeName(param_) + " element (" + std::to_string(n % elem_) +
+                            " of " + std::to_string(elem_) + " bytes)");
+    }
+    return n;
+  }
+
+  const std::string full_;
+  const idl::Param& param_;
+  std::shared_ptr<PyErrors> errors_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+  const size_t elem_;
+  py::object iter_, file_, pending_;
+  const std::byte* data_ = nullptr;  // pending_'s bytes
+  size_t size_ = 0, offset_ = 0;
+  uint64_t items_ = 0;
+  bool done_ = false;
+};
+
+// One output stream: collected in memory (the plain call form) or read
+// chunk by chunk through a PipeSink (the .stream() form).
+struct StreamOutput {
+  const idl::Param* param = nullptr;
+  std::vector<std::byte> collected;  // collected form
+  // Iterator form: PipeSink::Next and Stop.
+  std::function<Result<std::span<const std::byte>>()> next;
+  std::function<void()> stop;
+  bool ended = false;
+};
+
+// The streams of one call: the Python sources, the sinks and their bindings.
+// Destroyed with the GIL held (the sources hold Python objects).
+struct CallStreams {
+  std::shared_ptr<PyErrors> errors = std::make_shared<PyErrors>();
+  // Set by StreamingCall::Cancel: the input streams end the call with
+  // kCancelled at their next chunk.
+  std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  std::vector<std::shared_ptr<StreamInput>> inputs;
+  std::vector<std::unique_ptr<StreamOutput>> outputs;  // in IDL order
+  std::vector<std::shared_ptr<void>> keep;             // the typed sources and sinks
+  std::unique_ptr<codegen::StreamBindings> bindings = std::make_unique<codegen::StreamBindings>();
+
+  void AddInput(const std::string& full, const idl::Param& p, py::object value) {
+    auto in = std::make_shared<StreamInput>(full, p, value, errors, cancelled);
+    inputs.push_back(in);
+    WithElement(idl::Describe(p.type).size, [&](auto tag) {
+      using T = decltype(tag);
+      auto source = std::make_shared<codegen::GeneratorSource<T>>(
+          [in](std::span<T> chunk) -> Result<size_t> {
+            NAARPC_ASSIGN_OR_RETURN(const size_t bytes, in->Fill(std::as_writable_bytes(chunk)));
+            return bytes / sizeof(T);
+          });
+      bindings->Bind<T>(p.stream->index, *source);
+      keep.push_back(source);
+    });
+  }
+  // `pipe`: read by the caller while the call runs (waits end at `deadline`);
+  // else collected.
+  void AddOutput(const idl::Param& p, bool pipe, Deadline deadline) {
+    auto out = std::make_unique<StreamOutput>();
+    out->param = &p;
+    StreamOutput* o = out.get();
+    WithElement(idl::Describe(p.type).size, [&](auto tag) {
+      using T = decltype(tag);
+      if (pipe) {
+        auto sink = std::make_shared<codegen::PipeSink<T>>(deadline);
+        o->next = [sink]() -> Result<std::span<const std::byte>> {
+          NAARPC_ASSIGN_OR_RETURN(std::span<const T> chunk, sink->Next());
+          return std::as_bytes(chunk);
+        };
+        o->stop = [sink] { sink->Stop(); };
+        bindings->Bind<T>(p.stream->index, *sink);
+        keep.push_back(sink);
+      } else {
+        auto sink = std::make_shared<codegen::CallbackSink<T>>(
+            [o](std::span<const T> chunk, bool) -> Status {
+              const auto bytes = std::as_bytes(chunk);
+              o->collected.insert(o->collected.end(), bytes.begin(), bytes.end());
+              return Status::Ok();
+            });
+        bindings->Bind<T>(p.stream->index, *sink);
+        keep.push_back(sink);
+      }
+    });
+    outputs.push_back(std::move(out));
+  }
+};
+
+// A call whose output streams are read while it runs (`c.S.R.stream(...)`,
+// docs/python.md): the call runs on its own thread; each output stream is a
+// PipeSink the caller reads chunk by chunk (each chunk copied into a new
+// array, the slot handed back to the NAA at the next read), so a stream of
+// any length passes with one chunk in Python's hands at a time.
+class StreamingCall {
+ public:
+  using GiveFn = std::function<void(const std::shared_ptr<Session>&)>;
+
+  StreamingCall(const idl::Service& service, const idl::Routine& routine, Deadline deadline,
+                std::vector<py::array> arrays, std::map<std::string, ValueView> inputs,
+                std::unique_ptr<CallStreams> streams, std::shared_ptr<Session> session,
+                GiveFn give)
+      : service_(service),
+        routine_(routine),
+        full_(service.name + "." + routine.name),
+        deadline_(deadline),
+        arrays_(std::move(arrays)),
+        inputs_(std::move(inputs)),
+        streams_(std::move(streams)),
+        session_(std::move(session)),
+        give_(std::move(give)) {
+    thread_ = std::thread([this] {
+      {
+        std::lock_guard<std::mutex> g(session_->mu);
+        status_ = session_->call->Invoke(inputs_, *streams_->bindings, deadline_);
+      }
+      streams_->bindings.reset();  // the pipes' readers learn that the call ended
+    });
+  }
+  StreamingCall(const StreamingCall&) = delete;
+  StreamingCall& operator=(const StreamingCall&) = delete;
+
+  ~StreamingCall() {
+    Cancel();
+    py::gil_scoped_release release;
+    Join();
+  }
+
+  std::vector<std::string> output_streams() const {
+    std::vector<std::string> names;
+    for (const auto& o : streams_->outputs) names.push_back(o->param->name);
+    return names;
+  }
+
+  // The next chunk of output stream `name` (a new array), or None at its end.
+  py::object Next(const std::string& name) {
+    StreamOutput& o = Output(name);
+    if (o.ended) return py::none();
+    Result<std::span<const std::byte>> chunk = InternalError("");
+    {
+      py::gil_scoped_release release;
+      chunk = o.next();
+    }
+    if (!chunk.ok()) {
+      o.ended = true;
+      RaiseFailure(chunk.status());
+    }
+    if (chunk->empty()) {
+      o.ended = true;
+      return py::none();
+    }
+    const size_t elem = idl::Describe(o.param->type).size;
+    py::array a = Array1D(DtypeOf(o.param->type), static_cast<py::ssize_t>(chunk->size() / elem));
+    std::memcpy(a.mutable_data(), chunk->data(), chunk->size());
+    return a;
+  }
+
+  // Waits for the call's end (chunks not read yet are read and dropped)
+  // and returns its other outputs; raises the call's error.
+  py::dict Finish() {
+    if (result_) return *result_;
+    Status drained;
+    {
+      py::gil_scoped_release release;
+      for (auto& o : streams_->outputs) {
+        while (!o->ended) {
+          Result<std::span<const std::byte>> chunk = o->next();
+          if (!chunk.ok()) {
+            drained = chunk.status();
+            o->ended = true;
+          } else if (chunk->empty()) {
+            o->ended = true;
+          }
+        }
+      }
+      Join();
+    }
+    if (!status_.ok() || !drained.ok()) RaiseFailure(drained);
+    py::dict result;
+    for (const idl::Param& p : routine_.params) {
+      if (!p.is_output() || p.is_stream()) continue;
+      auto view = session_->call->Output(p);
+      if (!view.ok()) Throw(view.status(), &service_);
+      py::array out = Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(view->count));
+      if (!view->data.empty()) std::memcpy(out.mutable_data(), view->data.data(), view->data.size());
+      result[py::str(p.name)] = out;
+    }
+    if (session_) {
+      give_(session_);
+      session_.reset();
+    }
+    result_ = result;
+    return result;
+  }
+
+  // Stops the call: it fails at its next output chunk or input chunk (its
+  // connection is closed, not reused). No effect once the call has ended.
+  void Cancel() {
+    if (done_.load()) return;
+    streams_->cancelled->store(true);
+    for (auto& o : streams_->outputs) o->stop();
+  }
+
+  bool done() const { return done_.load(); }
+
+ private:
+  StreamOutput& Output(const std::string& name) {
+    for (auto& o : streams_->outputs) {
+      if (o->param->name == name) return *o;
+    }
+    throw py::key_error(full_ + " has no output stream '" + name + "'");
+  }
+
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+    done_.store(true);
+  }
+
+  // The call failed (or a pipe did): the Python source's exception, else
+  // the call's status, else the pipe's. GIL held.
+  [[noreturn]] void RaiseFailure(const Status& pipe) {
+    {
+      py::gil_scoped_release release;
+      streams_->cancelled->store(true);
+      for (auto& o : streams_->outputs) {
+        if (!o->ended) o->stop();
+      }
+      Join();
+    }
+    session_.reset();  // dropped: a failed stream leaves the connection undefined
+    streams_->errors->RaiseIfAny();
+    if (!status_.ok()) Throw(status_, &service_);
+    Throw(pipe.ok() ? InternalError(full_ + ": the stream failed") : pipe, &service_);
+  }
+
+  const idl::Service& service_;
+  const idl::Routine& routine_;
+  const std::string full_;
+  const Deadline deadline_;
+  std::vector<py::array> arrays_;  // the non-stream inputs' memory
+  std::map<std::string, ValueView> inputs_;
+  std::unique_ptr<CallStreams> streams_;
+  std::shared_ptr<Session> session_;
+  GiveFn give_;
+  Status status_;  // the call's, once done
+  std::atomic<bool> done_{false};
+  std::optional<py::dict> result_;
+  std::thread thread_;
+};
+
+// The interpreter's main thread (where Python runs signal handlers).
+unsigned long& MainThreadId() {
+  static unsigned long id = 0;
+  return id;
+}
+
+// Runs a call (no streams) on this thread, which holds no GIL, waiting for
+// it in slices of at most 50 ms: between them it takes the GIL and runs
+// Python's signal handlers (PyErr_CheckSignals). If one raises (Ctrl-C:
+// KeyboardInterrupt) the call is abandoned (its connection closed, so the
+// NAA's late answer cannot land) and the exception is kept in `*raised`.
+Status RunInterruptible(DynamicCall& call, const std::map<std::string, ValueView>& inputs,
+                        Deadline deadline, std::shared_ptr<py::error_already_set>* raised) {
+  constexpr auto kSlice = std::chrono::milliseconds(50);
+  Status started = call.Start(inputs, deadline);
+  if (!started.ok()) return started;
+  // The slices use the coarse clock (a precise read can cost ~1 us here).
+  auto next_check = Deadline::CoarseNow() + kSlice;
+  for (;;) {
+    if (std::optional<Status> done = call.Continue()) return *done;
+    const auto now = Deadline::CoarseNow();
+    if (now >= next_check) {
+      next_check = now + kSlice;
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {
+        *raised = std::make_shared<py::error_already_set>();  // fetches it
+        call.Abandon();
+        return CancelledError(call.full_name() + ": interrupted");
+      }
+    }
+    int wait_ms = static_cast<int>(
+        std::chrono::ceil<std::chrono::milliseconds>(next_check - now).count());
+    const int left_ms = deadline.PollTimeoutMs();  // -1: infinite
+    if (left_ms >= 0) wait_ms = std::min(wait_ms, left_ms);
+    pollfd pfd{call.session().notify_fd(), POLLIN, 0};
+    ::poll(&pfd, 1, std::max(wait_ms, 0));
+  }
+}
+
 class Client {
  public:
   Client(const Idl& idl, std::optional<std::string> target, const std::string& transport,
@@ -275,6 +808,8 @@ class Client {
       bool given_output = false;
     };
     std::vector<Arg> args;
+    CallStreams streams;
+    std::set<std::string> given;
     for (auto [key, value] : kwargs) {
       const std::string pname = py::cast<std::string>(key);
       const idl::Param* p = routine->FindParam(pname);
@@ -284,14 +819,18 @@ class Client {
         throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
                              "' (parameters: " + names + ")");
       }
+      given.insert(pname);
+      if (p->is_stream() && p->is_input()) {
+        streams.AddInput(full, *p, py::reinterpret_borrow<py::object>(value));
+        continue;
+      }
       args.push_back({p, CheckArray(full, *p, py::reinterpret_borrow<py::object>(value)),
                       !p->is_input()});
     }
     for (const idl::Param& p : routine->params) {
+      if (p.is_stream() && p.is_output()) streams.AddOutput(p, false, deadline);
       if (!p.is_input()) continue;
-      bool found = false;
-      for (const Arg& a : args) found |= a.param == &p;
-      if (!found) {
+      if (!given.count(p.name)) {
         throw py::type_error(full + "() missing input '" + p.name + "' (" +
                              std::string(idl::DirectionName(p.direction)) + ", " + Shape(p) + ")");
       }
@@ -318,7 +857,11 @@ class Client {
                                                static_cast<size_t>(a.array.nbytes()))};
     }
 
-    std::map<std::string, cli::Value> stream_outputs;
+    const bool has_streams = routine->has_streams();
+    // Ctrl-C reaches Python in the main thread only: there the call waits in
+    // slices and checks for it.
+    const bool main_thread = PyThread_get_thread_ident() == MainThreadId();
+    std::shared_ptr<py::error_already_set> interrupt;
     std::unique_lock<std::mutex> lock;
     Status status;
     {
@@ -338,15 +881,26 @@ class Client {
                                     ": the connection of this c.empty() array's session has "
                                     "failed; take a new array with empty()");
         } else {
-          status = session->call->Invoke(inputs, &stream_outputs, deadline);
+          if (has_streams) {
+            status = session->call->Invoke(inputs, *streams.bindings, deadline);
+          } else if (main_thread && session->call->session().notify_fd() >= 0) {
+            status = RunInterruptible(*session->call, inputs, deadline, &interrupt);
+          } else {
+            status = session->call->Invoke(inputs, nullptr, deadline);
+          }
         }
       }
+      streams.bindings.reset();  // the call has ended: its sources and sinks learn it
     }
     if (!status.ok()) {
       if (session != nullptr) {
         lock.unlock();
-        Give(session);
+        // A stream that failed mid-call leaves the connection's streams
+        // undefined: that session is dropped (closed), not reused.
+        if (!has_streams) Give(session);
       }
+      streams.errors->RaiseIfAny();  // the Python source's own exception
+      if (interrupt) throw py::error_already_set(*interrupt);  // KeyboardInterrupt
       Throw(status, service);
     }
 
@@ -355,10 +909,16 @@ class Client {
     for (const idl::Param& p : routine->params) {
       if (!p.is_output()) continue;
       if (p.is_stream()) {
-        cli::Value& v = stream_outputs[p.name];
-        py::array out = Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(v.count));
-        if (!v.data.empty()) std::memcpy(out.mutable_data(), v.data.data(), v.data.size());
-        result[py::str(p.name)] = out;
+        for (const auto& o : streams.outputs) {
+          if (o->param != &p) continue;
+          const size_t elem = idl::Describe(p.type).size;
+          py::array out =
+              Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(o->collected.size() / elem));
+          if (!o->collected.empty()) {
+            std::memcpy(out.mutable_data(), o->collected.data(), o->collected.size());
+          }
+          result[py::str(p.name)] = out;
+        }
         continue;
       }
       auto view = session->call->Output(p);
@@ -405,6 +965,59 @@ class Client {
     lock.unlock();
     Give(session);
     return result;
+  }
+
+  // Starts routine `name` on its own thread and returns at once: its output
+  // streams are read while it runs (StreamingCall). Inputs as for Call();
+  // outputs take no arrays.
+  std::unique_ptr<StreamingCall> Start(const std::string& name, py::dict kwargs,
+                                       std::optional<double> deadline_s) {
+    const idl::Routine* routine = nullptr;
+    const idl::Service* service = idl().service_of(name, &routine);
+    const std::string full = service->name + "." + routine->name;
+    const Deadline deadline = DeadlineFor(*routine, deadline_s, full);
+    auto streams = std::make_unique<CallStreams>();
+    std::vector<py::array> arrays;
+    std::map<std::string, ValueView> inputs;
+    for (auto [key, value] : kwargs) {
+      const std::string pname = py::cast<std::string>(key);
+      const idl::Param* p = routine->FindParam(pname);
+      if (p == nullptr) {
+        std::string names;
+        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
+        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
+                             "' (parameters: " + names + ")");
+      }
+      if (!p->is_input()) {
+        throw py::type_error(full + ".stream(): parameter '" + pname + "' is an output (" +
+                             std::string(idl::DirectionName(p->direction)) +
+                             "); this form returns the outputs, it takes no array for them");
+      }
+      if (p->is_stream()) {
+        streams->AddInput(full, *p, py::reinterpret_borrow<py::object>(value));
+        continue;
+      }
+      py::array a = CheckArray(full, *p, py::reinterpret_borrow<py::object>(value));
+      inputs[pname] = ValueView{static_cast<uint64_t>(a.size()),
+                                std::span<const std::byte>(static_cast<const std::byte*>(a.data()),
+                                                           static_cast<size_t>(a.nbytes()))};
+      arrays.push_back(a);
+    }
+    for (const idl::Param& p : routine->params) {
+      if (p.is_stream() && p.is_output()) streams->AddOutput(p, true, deadline);
+      if (!p.is_input() || kwargs.contains(py::str(p.name))) continue;
+      throw py::type_error(full + "() missing input '" + p.name + "' (" +
+                           std::string(idl::DirectionName(p.direction)) + ", " + Shape(p) + ")");
+    }
+    Result<std::shared_ptr<Session>> taken = InvalidArgumentError("");
+    {
+      py::gil_scoped_release release;
+      taken = Take(*service, *routine, deadline);
+    }
+    if (!taken.ok()) Throw(taken.status(), service);
+    return std::make_unique<StreamingCall>(
+        *service, *routine, deadline, std::move(arrays), std::move(inputs), std::move(streams),
+        *taken, [this](const std::shared_ptr<Session>& s) { Give(s); });
   }
 
   // A registered array for parameter `param_name` of routine `name`: the
@@ -494,79 +1107,6 @@ class Client {
                             std::to_string(*deadline_s));
     }
     return Deadline::After(std::chrono::microseconds(static_cast<int64_t>(*deadline_s * 1e6)));
-  }
-
-  // Python arguments as C-contiguous 1-D arrays of the IDL type; errors name
-  // the parameter, expected vs actual.
-  py::array CheckArray(const std::string& full, const idl::Param& p, py::object value) {
-    const py::dtype want = DtypeOf(p.type);
-    const std::string what = full + ": parameter '" + p.name + "'";
-    py::array a;
-    if (py::isinstance<py::array>(value)) {
-      a = py::reinterpret_borrow<py::array>(value);
-      if (!a.dtype().is(want) && !a.dtype().equal(want)) {
-        throw py::type_error(what + " needs dtype " + DtypeText(want) + " (" +
-                             TypeName(p) + "), got dtype " +
-                             DtypeText(a.dtype()) +
-                             (a.dtype().kind() == want.kind() ? ""
-                                                              : "; convert with .astype(np." +
-                                                                    DtypeText(want) + ")"));
-      }
-    } else {
-      if (!p.is_input()) {
-        throw py::type_error(what + " is an output (" +
-                             std::string(idl::DirectionName(p.direction)) +
-                             "): give a numpy array for its result (e.g. from c.empty()), got " +
-                             py::str(value.get_type().attr("__name__")).cast<std::string>());
-      }
-      // Python numbers and lists: converted, refusing values the type
-      // cannot hold exactly.
-      py::module_ np = py::module_::import("numpy");
-      py::object raw = np.attr("asarray")(value);
-      py::object converted;
-      try {
-        converted = np.attr("asarray")(value, want);
-      } catch (py::error_already_set& e) {
-        throw py::value_error(what + ": cannot be converted to " + TypeName(p) + ": " + e.what());
-      }
-      if (!np.attr("array_equal")(converted, raw).cast<bool>()) {
-        throw py::value_error(what + ": the values do not fit " + TypeName(p) +
-                              " exactly (give a numpy array of dtype " +
-                              DtypeText(want) + ")");
-      }
-      a = py::reinterpret_borrow<py::array>(converted);
-      if (a.ndim() == 0) a = a.attr("reshape")(1).cast<py::array>();
-    }
-    if (a.ndim() == 0 && p.count == 1 && !p.variable) a = a.attr("reshape")(1).cast<py::array>();
-    if (a.ndim() != 1) {
-      throw py::value_error(what + " needs a 1-D array (" + Shape(p) + "), got shape " +
-                            ShapeText(a));
-    }
-    const auto n = static_cast<uint64_t>(a.size());
-    if (p.is_input()) {
-      if (!p.is_stream() && (p.variable ? n > p.count : n != p.count)) {
-        throw py::value_error(what + " needs " + (p.variable ? "at most " : "exactly ") +
-                              std::to_string(p.count) + " elements (" + TypeName(p) + "), got " +
-                              std::to_string(n));
-      }
-    } else if (!p.is_stream() && n != p.count) {
-      throw py::value_error(what + " (an output array) needs " + std::to_string(p.count) +
-                            " elements (" + TypeName(p) + (p.variable ? ", its maximum" : "") +
-                            "), got " + std::to_string(n));
-    }
-    if (!p.is_input()) {
-      if (!a.writeable()) throw py::value_error(what + " is an output, but the array is read-only");
-      if (!(a.flags() & py::array::c_style)) {
-        throw py::value_error(what + " is an output; its array must be contiguous");
-      }
-      if (p.is_stream()) {
-        throw py::value_error(what + " is an output stream; its result is returned, not written "
-                                     "into an array");
-      }
-    } else if (!(a.flags() & py::array::c_style)) {
-      a = py::module_::import("numpy").attr("ascontiguousarray")(a).cast<py::array>();
-    }
-    return a;
   }
 
   // The pinned session whose buffer for `p` the array starts at.
@@ -684,6 +1224,160 @@ struct KernelCall {
   }
 };
 
+// A stream parameter as a Python kernel sees it (`serve`): the generated
+// skeleton's codegen::StreamReader / StreamWriter, typed by element size,
+// with numpy at the edge. An input stream is an iterator of read-only
+// arrays viewing each chunk in place in the NAA's ring (valid until the
+// next chunk is asked for); an output stream takes write(array) and
+// close(), or slot() (a writable array over the next chunk's slot) and
+// commit(n). Every wait releases the GIL. Valid while the kernel runs.
+struct KernelStream {
+  const idl::Param* param = nullptr;
+  std::string full;
+  size_t chunk_elements = 0;
+  uint32_t window = 0;
+  bool live = true;
+  std::shared_ptr<void> holder;  // the StreamReader<T> / StreamWriter<T>
+  std::function<Result<std::span<const std::byte>>()> next;  // input
+  std::function<Result<std::span<std::byte>>()> next_slot;   // output
+  std::function<Status(size_t)> commit;                      // output, elements
+  std::function<Status(std::span<const std::byte>)> write;   // output
+  std::function<Status()> close;                             // output
+  std::function<Status()> error;
+  std::function<bool()> malformed;
+
+  static std::unique_ptr<KernelStream> Make(const std::string& full, const idl::Param& p,
+                                            NaaStream& stream) {
+    auto k = std::make_unique<KernelStream>();
+    k->param = &p;
+    k->full = full;
+    k->window = stream.window();
+    WithElement(idl::Describe(p.type).size, [&](auto tag) {
+      using T = decltype(tag);
+      k->chunk_elements = stream.chunk_size() / sizeof(T);
+      if (p.is_input()) {
+        auto r = std::make_shared<codegen::StreamReader<T>>(stream);
+        k->holder = r;
+        k->next = [r]() -> Result<std::span<const std::byte>> {
+          NAARPC_ASSIGN_OR_RETURN(std::span<const T> chunk, r->Next());
+          return std::as_bytes(chunk);
+        };
+        k->error = [r] { return r->error(); };
+        k->malformed = [r] { return r->malformed(); };
+      } else {
+        auto w = std::make_shared<codegen::StreamWriter<T>>(stream);
+        k->holder = w;
+        k->next_slot = [w]() -> Result<std::span<std::byte>> {
+          NAARPC_ASSIGN_OR_RETURN(std::span<T> slot, w->NextSlot());
+          return std::as_writable_bytes(slot);
+        };
+        k->commit = [w](size_t n) { return w->Commit(n); };
+        k->write = [w](std::span<const std::byte> bytes) {
+          return w->Write(std::span<const T>(reinterpret_cast<const T*>(bytes.data()),
+                                             bytes.size() / sizeof(T)));
+        };
+        k->close = [w] { return w->Close(); };
+        k->error = [w] { return w->error(); };
+        k->malformed = [] { return false; };
+      }
+    });
+    return k;
+  }
+
+  void Live(bool want_input) const {
+    if (!live) {
+      throw py::value_error("stream '" + param->name + "' of this call of " + full +
+                            " has finished (a kernel's streams are valid only while it runs)");
+    }
+    if (want_input != param->is_input()) {
+      throw py::type_error(full + ": stream '" + param->name + "' is an " +
+                           (param->is_input() ? "input stream: iterate over it"
+                                              : "output stream: write() to it"));
+    }
+  }
+
+  // The next chunk (a read-only view in place); None at the end.
+  py::object Next(py::object self) {
+    Live(true);
+    Result<std::span<const std::byte>> chunk = InternalError("");
+    {
+      py::gil_scoped_release release;
+      chunk = next();
+    }
+    if (!chunk.ok()) Throw(chunk.status().WithContext(full + ": stream '" + param->name + "'"));
+    if (chunk->empty()) return py::none();
+    const size_t elem = idl::Describe(param->type).size;
+    py::array a = Array1D(DtypeOf(param->type), static_cast<py::ssize_t>(chunk->size() / elem),
+                          const_cast<std::byte*>(chunk->data()), self);
+    a.attr("setflags")(py::arg("write") = false);
+    return a;
+  }
+
+  void Write(py::object value) {
+    Live(false);
+    const py::dtype want = DtypeOf(param->type);
+    const std::string what = full + ": output stream '" + param->name + "'";
+    if (!py::isinstance<py::array>(value)) {
+      value = py::module_::import("numpy").attr("asarray")(value);
+    }
+    py::array a = py::reinterpret_borrow<py::array>(value);
+    if (!a.dtype().equal(want)) {
+      throw py::type_error(what + " takes dtype " + DtypeText(want) + " (" + TypeName(*param) +
+                           "), got dtype " + DtypeText(a.dtype()));
+    }
+    if (a.ndim() != 1) {
+      throw py::value_error(what + " takes 1-D arrays, got shape " + ShapeText(a));
+    }
+    a = py::module_::import("numpy").attr("ascontiguousarray")(a).cast<py::array>();
+    const std::span<const std::byte> bytes(static_cast<const std::byte*>(a.data()),
+                                           static_cast<size_t>(a.nbytes()));
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = write(bytes);
+    }
+    if (!s.ok()) Throw(s.WithContext(what));
+  }
+
+  void Close() {
+    Live(false);
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = close();
+    }
+    if (!s.ok()) Throw(s.WithContext(full + ": output stream '" + param->name + "'"));
+  }
+
+  // A writable array over the next chunk's slot (chunk_elements long).
+  py::array Slot(py::object self) {
+    Live(false);
+    Result<std::span<std::byte>> slot = InternalError("");
+    {
+      py::gil_scoped_release release;
+      slot = next_slot();
+    }
+    if (!slot.ok()) Throw(slot.status().WithContext(full + ": output stream '" + param->name + "'"));
+    return Array1D(DtypeOf(param->type), static_cast<py::ssize_t>(chunk_elements), slot->data(),
+                   self);
+  }
+
+  void Commit(size_t n) {
+    Live(false);
+    if (n > chunk_elements) {
+      throw py::value_error(full + ": output stream '" + param->name + "': commit(" +
+                            std::to_string(n) + ") beyond the chunk size " +
+                            std::to_string(chunk_elements));
+    }
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = commit(n);
+    }
+    if (!s.ok()) Throw(s.WithContext(full + ": output stream '" + param->name + "'"));
+  }
+};
+
 class Server {
  public:
   Server(const Idl& idl, py::dict kernels, const std::string& address, int port,
@@ -786,7 +1480,13 @@ class Server {
                                               args.call->dialect == Dialect::kSpec ? "spec"
                                                                                    : "reference"});
     py::list arrays;
+    std::vector<std::shared_ptr<KernelStream>> streams;
     for (const idl::Param& p : r.params) {
+      if (p.is_stream()) {
+        streams.push_back(KernelStream::Make(full, p, *args.streams[p.index]));
+        arrays.append(py::cast(streams.back()));
+        continue;
+      }
       const std::span<std::byte> d = args.data[p.index];
       const auto n = static_cast<py::ssize_t>(args.counts[p.index]);
       py::array a = Array1D(DtypeOf(p.type), n, d.data(), call_obj);
@@ -809,6 +1509,15 @@ class Server {
       args.call->failure_detail = full + ": the kernel raised " + std::string(e.what());
     }
     call_obj.cast<KernelCall&>().args = nullptr;
+    for (auto& k : streams) k->live = false;
+    // A stream's error fails the call whatever the kernel returned, as in a
+    // generated skeleton: 0x04 if an input chunk was not whole elements.
+    for (auto& k : streams) {
+      const Status e = k->error();
+      if (e.ok()) continue;
+      args.call->failure_detail = full + ": stream '" + k->param->name + "': " + e.ToString();
+      return k->malformed() ? kNaaStatusBadRegionLayout : kNaaStatusKernelFailed;
+    }
     return status;
   }
 
@@ -874,6 +1583,8 @@ PYBIND11_MODULE(_naarpc, m) {
   using namespace naarpc::python;
   m.doc() = "The C++ half of the naarpc Python module (use `import naarpc`).";
   py::register_exception_translator(&TranslateErrors);
+  MainThreadId() =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 
   py::class_<Idl>(m, "Idl")
       .def_property_readonly("path", [](const Idl& i) { return i.file->path; })
@@ -918,10 +1629,19 @@ PYBIND11_MODULE(_naarpc, m) {
            py::arg("idl"), py::arg("target"), py::arg("transport"), py::arg("device"),
            py::arg("dialect"))
       .def("call", &Client::Call, py::arg("routine"), py::arg("kwargs"), py::arg("deadline"))
+      .def("start", &Client::Start, py::arg("routine"), py::arg("kwargs"), py::arg("deadline"),
+           py::keep_alive<0, 1>())
       .def("empty", &Client::Empty, py::arg("routine"), py::arg("param"), py::arg("deadline"))
       .def("close", &Client::Close)
       .def("sessions", &Client::sessions)
       .def_property_readonly("transport", &Client::transport_name);
+
+  py::class_<StreamingCall>(m, "StreamingCall")
+      .def("next", &StreamingCall::Next, py::arg("stream"))
+      .def("result", &StreamingCall::Finish)
+      .def("cancel", &StreamingCall::Cancel)
+      .def_property_readonly("done", &StreamingCall::done)
+      .def_property_readonly("streams", &StreamingCall::output_streams);
 
   py::class_<KernelCall>(m, "KernelCall")
       .def_readonly("routine", &KernelCall::routine)
@@ -936,6 +1656,33 @@ PYBIND11_MODULE(_naarpc, m) {
           },
           py::arg("param"))
       .def("__repr__", [](const KernelCall& c) { return "<naarpc kernel call " + c.routine + ">"; });
+
+  py::class_<KernelStream, std::shared_ptr<KernelStream>>(m, "KernelStream")
+      .def_property_readonly("name", [](const KernelStream& k) { return k.param->name; })
+      .def_property_readonly("is_input", [](const KernelStream& k) { return k.param->is_input(); })
+      .def_property_readonly("dtype", [](const KernelStream& k) { return DtypeOf(k.param->type); })
+      .def_readonly("chunk_size", &KernelStream::chunk_elements)
+      .def_readonly("window", &KernelStream::window)
+      .def("__iter__",
+           [](py::object self) {
+             self.cast<KernelStream&>().Live(true);
+             return self;
+           })
+      .def("__next__",
+           [](py::object self) {
+             py::object chunk = self.cast<KernelStream&>().Next(self);
+             if (chunk.is_none()) throw py::stop_iteration();
+             return chunk;
+           })
+      .def("write", &KernelStream::Write, py::arg("array"))
+      .def("close", &KernelStream::Close)
+      .def(
+          "slot", [](py::object self) { return self.cast<KernelStream&>().Slot(self); })
+      .def("commit", &KernelStream::Commit, py::arg("n"))
+      .def("__repr__", [](const KernelStream& k) {
+        return "<naarpc " + std::string(k.param->is_input() ? "input" : "output") + " stream '" +
+               k.param->name + "' of " + k.full + ">";
+      });
 
   py::class_<Server>(m, "Server")
       .def(py::init<const Idl&, py::dict, const std::string&, int, const std::string&,

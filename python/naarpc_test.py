@@ -5,7 +5,7 @@ skeletons), `naarpc serve` and NAAs served from Python. Run by
 
 The snippets of docs/python.md run here too (test_doc_snippets):
 `tests/docs/doctest.py extract docs/python.md ID` for the ids quickstart,
-errors and serve.
+errors, serve, streams and serve-streams.
 """
 
 import asyncio
@@ -445,9 +445,6 @@ def test_serve_refuses_bad_kernels():
         naarpc.serve(idl, {"Add": 3}, port=0, transport="emulated", block=False)
     with pytest.raises(ValueError, match="unknown kernel 'frobnicate'"):
         naarpc.serve(idl, {"Add": "frobnicate"}, port=0, transport="emulated", block=False)
-    with pytest.raises(ValueError, match="stream parameters"):
-        naarpc.serve(STREAM, {"Transform": lambda call, *a: None}, port=0, transport="emulated",
-                     block=False)
 
 
 # ---- the snippets of docs/python.md ---------------------------------------------------
@@ -458,10 +455,12 @@ def doc_block(ident):
     return text
 
 
-@pytest.mark.parametrize("ident", ["quickstart", "errors", "serve"])
+@pytest.mark.parametrize("ident", ["quickstart", "errors", "serve", "streams",
+                                   "serve-streams"])
 def test_doc_snippets(ident, naa_port, capsys):
     code = doc_block(ident).replace("127.0.0.1:12345", f"127.0.0.1:{naa_port}")
     exec(compile(code, f"docs/python.md#{ident}", "exec"), {"__name__": "__doc__"})
     out = capsys.readouterr().out
-    expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]"}[ident]
+    expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]",
+                "streams": "4000000\nTrue", "serve-streams": "[1 3 5 7 9]"}[ident]
     assert expected in out

@@ -31,7 +31,7 @@ from . import _naarpc  # noqa: E402
 from ._errors import (DeadlineExceeded, Error, IdlError, InvalidArgument, NaaError,  # noqa: E402
                       Unavailable)
 
-__all__ = ["load_idl", "Idl", "Client", "Result", "serve", "Server", "Error", "NaaError",
+__all__ = ["load_idl", "Idl", "Client", "Result", "StreamingCall", "serve", "Server", "Error", "NaaError",
            "DeadlineExceeded", "Unavailable", "IdlError", "InvalidArgument"]
 
 
@@ -142,8 +142,93 @@ class _Routine:
         """The call as an awaitable for asyncio: `await c.S.R.aio(...)`."""
         return asyncio.wrap_future(self.future(deadline=deadline, **kwargs))
 
+    def stream(self, deadline=None, **kwargs):
+        """Starts the call and returns at once: a StreamingCall whose output
+        streams are iterators of arrays, read while the call runs (one chunk
+        in memory at a time). Inputs as for a plain call; input streams may
+        be generators."""
+        return StreamingCall(self._client._native_client().start(self._name, kwargs, deadline),
+                             self._name)
+
     def __repr__(self):
         return f"<naarpc routine {self._name}>"
+
+
+class StreamIterator:
+    """One output stream of a StreamingCall: iterating gives its chunks (new
+    1-D arrays of the IDL type, in order) until the stream ends; a failed
+    call raises its error (naarpc.Error) from the iteration."""
+
+    def __init__(self, native, name):
+        self._native = native
+        self.name = name
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        chunk = self._native.next(self.name)
+        if chunk is None:
+            raise StopIteration
+        return chunk
+
+
+class StreamingCall:
+    """A call started by c.Service.Routine.stream(...), running while its
+    output streams are read: `call.NAME` (or call["NAME"]) iterates over
+    output stream NAME; iterating the call itself does so when it has
+    exactly one. result() waits for the end (dropping chunks not read) and
+    returns a Result of the other outputs; cancel() (and leaving a `with`
+    block early) stops the call. Streams with several outputs must be read
+    in the order the NAA sends them. Not for use by several threads."""
+
+    def __init__(self, native, name):
+        self._native = native
+        self._name = name
+        self.streams = list(native.streams)
+        self._iterators = {s: StreamIterator(native, s) for s in self.streams}
+
+    def __getattr__(self, name):
+        iterators = self.__dict__.get("_iterators", {})
+        if name in iterators:
+            return iterators[name]
+        raise AttributeError(f"{self.__dict__.get('_name')} has no output stream '{name}' "
+                             f"(output streams: {', '.join(iterators) or 'none'})")
+
+    def __getitem__(self, name):
+        try:
+            return self._iterators[name]
+        except KeyError:
+            raise KeyError(f"{self._name} has no output stream '{name}' "
+                           f"(output streams: {', '.join(self._iterators) or 'none'})") from None
+
+    def __iter__(self):
+        if len(self.streams) != 1:
+            raise TypeError(f"{self._name} has {len(self.streams)} output streams "
+                            f"({', '.join(self.streams) or 'none'}): iterate over call.NAME")
+        return self._iterators[self.streams[0]]
+
+    @property
+    def done(self):
+        return self._native.done
+
+    def result(self):
+        """Waits for the call's end; returns its outputs other than streams."""
+        return Result(self._native.result())
+
+    def cancel(self):
+        """Stops the call at its next chunk, in or out (no effect once it ended)."""
+        self._native.cancel()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cancel()
+        return False
+
+    def __repr__(self):
+        return f"<naarpc streaming call {self._name}>"
 
 
 class _Service:

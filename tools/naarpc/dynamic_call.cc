@@ -166,6 +166,47 @@ Result<ValueView> DynamicCall::Output(const idl::Param& p) {
 
 Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
                            std::map<std::string, Value>* stream_outputs, Deadline deadline) {
+  return InvokeWith(inputs, nullptr, stream_outputs, deadline, false);
+}
+
+Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
+                           StreamHandler& streams, Deadline deadline) {
+  return InvokeWith(inputs, &streams, nullptr, deadline, false);
+}
+
+Status DynamicCall::Start(const std::map<std::string, ValueView>& inputs, Deadline deadline) {
+  if (routine_.has_streams()) {
+    return InvalidArgumentError(name_ + " has streams, which run with Invoke() only");
+  }
+  return InvokeWith(inputs, nullptr, nullptr, deadline, true);
+}
+
+std::optional<Status> DynamicCall::Continue() {
+  std::optional<Status> done = session_->ContinueCall();
+  if (!done) return std::nullopt;
+  return Complete(*done);
+}
+
+void DynamicCall::Abandon() { session_->AbandonCall(); }
+
+Status DynamicCall::Complete(const Status& status) {
+  if (!status.ok()) {
+    return codegen::AnnotateCallStatus(
+        status, name_, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
+  }
+  for (const idl::Param& p : routine_.params) {
+    if (!p.is_output() || StreamOf(p)) continue;
+    auto out = Output(p);
+    if (!out.ok()) return out.status();
+    last_bytes_received_ += p.data_offset() + out->data.size();
+  }
+  return Status::Ok();
+}
+
+Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
+                               StreamHandler* external,
+                               std::map<std::string, Value>* stream_outputs, Deadline deadline,
+                               bool start_only) {
   const std::string& name = name_;
   // Every input present and sized as the IDL says; no unknown names.
   for (const auto& [param_name, value] : inputs) {
@@ -180,6 +221,11 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
     }
     const uint64_t want_bytes = value.count * idl::Describe(p->type).size;
     if (StreamOf(*p)) {
+      if (external != nullptr) {
+        return InvalidArgumentError(name + ": stream '" + param_name +
+                                    "' is bound to the call's stream handler, not given as a "
+                                    "value");
+      }
       if (value.data.size() != want_bytes) {
         return InvalidArgumentError(name + ": stream '" + param_name + "' is not whole " +
                                     TypeName(*p) + " elements; nothing was sent");
@@ -202,6 +248,7 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
     send_lengths[p.index] = StreamOf(p) ? 0 : p.region_bytes();
     if (StreamOf(p) && p.is_output()) streams.AddOutput(&p);
     if (!p.is_input()) continue;
+    if (StreamOf(p) && external != nullptr) continue;
     auto it = inputs.find(p.name);
     if (it == inputs.end()) {
       return InvalidArgumentError(name + ": no input for parameter '" + p.name + "' (" +
@@ -226,22 +273,23 @@ Status DynamicCall::Invoke(const std::map<std::string, ValueView>& inputs,
   }
   CallOptions options;
   options.send_lengths = send_lengths;
-  if (!streams.empty()) options.streams = &streams;
-  Status status = session_->Call(routine_.code, deadline, options);
+  if (external != nullptr) {
+    options.streams = external;
+  } else if (!streams.empty()) {
+    options.streams = &streams;
+  }
   last_bytes_sent_ = sent;
+  last_bytes_received_ = 0;
+  if (start_only) {
+    started_send_lengths_ = std::move(send_lengths);  // lives while the call is in flight
+    options.send_lengths = started_send_lengths_;
+    Status started = session_->StartCall(routine_.code, deadline, options);
+    return started.ok() ? started : Complete(started);
+  }
+  Status status = session_->Call(routine_.code, deadline, options);
   last_bytes_received_ = streams.bytes_received();
-  if (!status.ok()) {
-    return codegen::AnnotateCallStatus(
-        status, name, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
-  }
-  if (stream_outputs != nullptr) streams.MoveOutputs(*stream_outputs);
-  for (const idl::Param& p : routine_.params) {
-    if (!p.is_output() || StreamOf(p)) continue;
-    auto out = Output(p);
-    if (!out.ok()) return out.status();
-    last_bytes_received_ += p.data_offset() + out->data.size();
-  }
-  return Status::Ok();
+  if (status.ok() && stream_outputs != nullptr) streams.MoveOutputs(*stream_outputs);
+  return Complete(status);
 }
 
 }  // namespace naarpc::cli

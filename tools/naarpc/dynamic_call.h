@@ -65,6 +65,26 @@ class DynamicCall {
   Status Invoke(const std::map<std::string, ValueView>& inputs,
                 std::map<std::string, Value>* stream_outputs, Deadline deadline);
 
+  // The same with the streams bound by the caller (the Python module's
+  // iterables, files and iterators): `streams` produces every input stream
+  // and consumes every output stream, numbered as the session numbers them
+  // (Param::stream->index; codegen::StreamBindings binds typed sources and
+  // sinks). `inputs` then holds no stream parameter.
+  Status Invoke(const std::map<std::string, ValueView>& inputs, StreamHandler& streams,
+                Deadline deadline);
+
+  // Invoke() (the ValueView form, routines without streams) in two halves,
+  // for a caller that waits in slices (the Python module checks for Ctrl-C
+  // between them): Start() checks and copies the inputs as Invoke does and
+  // posts the call (ClientSession::StartCall; an error means none is in
+  // flight). Continue() advances it whenever session().notify_fd() is
+  // readable or a slice has passed: nullopt while it is in flight, else its
+  // status as Invoke returns it. Abandon() ends it (kCancelled; the session
+  // is then in ERROR, its connection closed).
+  Status Start(const std::map<std::string, ValueView>& inputs, Deadline deadline);
+  std::optional<Status> Continue();
+  void Abandon();
+
   // After a successful Invoke: the elements of output parameter `param` (not
   // a stream) in the session's buffer, valid until the next Invoke. A
   // variable-length output's count is its length header, checked against
@@ -78,6 +98,15 @@ class DynamicCall {
   const std::string& full_name() const { return name_; }
 
  private:
+  // `memory` (the in-memory form) or `external` streams.
+  // `start_only`: posts the call (Start) instead of running it.
+  Status InvokeWith(const std::map<std::string, ValueView>& inputs, StreamHandler* external,
+                    std::map<std::string, Value>* stream_outputs, Deadline deadline,
+                    bool start_only);
+  // A finished call's status, annotated with the routine and error names;
+  // on success, the outputs' length headers checked.
+  Status Complete(const Status& status);
+
   DynamicCall(const idl::Service& service, const idl::Routine& routine,
               std::unique_ptr<ClientSession> session)
       : service_(service),
@@ -91,6 +120,7 @@ class DynamicCall {
   std::unique_ptr<ClientSession> session_;
   uint64_t last_bytes_sent_ = 0;
   uint64_t last_bytes_received_ = 0;
+  std::vector<uint64_t> started_send_lengths_;
 };
 
 }  // namespace naarpc::cli

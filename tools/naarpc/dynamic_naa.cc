@@ -146,11 +146,6 @@ Status DynamicNaa::SetKernel(std::string_view routine, KernelFunction fn, std::s
                                   "' is in several services; write Service." +
                                   std::string(routine));
     }
-    if (HasStreams(*e.routine)) {
-      return InvalidArgumentError(full +
-                                  " has stream parameters, which a kernel given as a function "
-                                  "cannot serve yet");
-    }
     e.function = std::make_shared<const KernelFunction>(fn);
     e.kernel_spec = label;
     matched = true;
@@ -177,11 +172,16 @@ uint8_t DynamicNaa::RunFunction(const Entry& e, NaaCall& call,
   args.routine = &r;
   args.data.resize(r.params.size());
   args.counts.assign(counts.begin(), counts.end());
+  args.streams.assign(r.params.size(), nullptr);
   std::optional<uint64_t> first_variable_input;
   for (const idl::Param& p : r.params) {
     if (p.is_input() && p.variable && !first_variable_input) first_variable_input = counts[p.index];
   }
   for (const idl::Param& p : r.params) {
+    if (StreamOf(p)) {
+      args.streams[p.index] = call.streams[p.stream->index];
+      continue;
+    }
     NaaRegion& region = call.params[p.naa_index];
     const size_t elem = idl::Describe(p.type).size;
     if (p.is_output()) {
@@ -198,7 +198,7 @@ uint8_t DynamicNaa::RunFunction(const Entry& e, NaaCall& call,
   const uint8_t status = (*e.function)(args);
   if (status != kNaaStatusSuccess) return status;
   for (const idl::Param& p : r.params) {
-    if (!p.is_output() || !p.variable) continue;
+    if (!p.is_output() || !p.variable || StreamOf(p)) continue;
     const uint64_t count = args.counts[p.index];
     if (count > p.count) {
       call.failure_detail = e.service->name + "." + r.name + ": the kernel returned " +

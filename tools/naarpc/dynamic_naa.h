@@ -54,6 +54,12 @@ struct KernelArgs {
   // routine's first variable-length input, at most the output's maximum, or
   // the maximum if there is none; an inout keeps its input's count).
   std::vector<uint64_t> counts;
+  // Per parameter: a stream parameter's stream (its data and count are
+  // empty), checked against the IDL's chunk size and window; null for the
+  // others. The kernel reads or writes it while it runs (e.g. through
+  // codegen::StreamReader / StreamWriter, and fails the call as a generated
+  // skeleton does when a stream reports an error).
+  std::vector<NaaStream*> streams;
 };
 // Returns the NAA status (0 = success); may set call->failure_detail.
 using KernelFunction = std::function<uint8_t(KernelArgs&)>;
@@ -71,8 +77,8 @@ class DynamicNaa final : public NaaHandler {
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
 
   // Runs `fn` for `routine` ("Routine" or "Service.Routine"); `label` is
-  // what Describe() shows. Routines with stream parameters are refused
-  // (kUnimplemented-like kInvalidArgument naming them).
+  // what Describe() shows. Stream parameters reach it as
+  // KernelArgs::streams.
   Status SetKernel(std::string_view routine, KernelFunction fn, std::string label);
 
   // One line per routine: "Service.Routine (code N): KERNEL".

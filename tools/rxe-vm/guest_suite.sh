@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
 # perftest over rxe0 for reference.
-# Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--device-removal TEST] VERBS_TEST
-#                       [END_TO_END_TEST...]
+# Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--pytest RUN_PYTEST ROOT TEST_PY]
+#                       [--device-removal TEST] VERBS_TEST [END_TO_END_TEST...]
 # --cli: the naarpc command-line tool's verbs script (tests/cli/verbs_guest.sh).
+# --pytest: the Python module's verbs cases: RUN_PYTEST (python/run_pytest.sh,
+# //python:python_transport_test's script) run from the runfiles root ROOT on
+# TEST_PY (python/naarpc_transport_test.py), `-k verbs`;
+# NAARPC_TEST_REQUIRE_VERBS=1 makes a verbs case that would skip fail.
 # --device-removal: last, removes rxe0 under a live call (the test), checks
 # that the device goes away once the test has exited, and re-creates it.
 set -uo pipefail
 cli=()
 if [[ "${1:-}" == --cli ]]; then cli=("$2" "$3" "$4"); shift 4; fi
+pytest_args=()
+if [[ "${1:-}" == --pytest ]]; then pytest_args=("$2" "$3" "$4"); shift 4; fi
 removal_test=""
 if [[ "${1:-}" == --device-removal ]]; then removal_test="$2"; shift 2; fi
 verbs_test="$1"
@@ -59,6 +65,13 @@ for t in "${e2e_tests[@]}"; do
 done
 if ((${#cli[@]})); then
   run "naarpc CLI: serve and call over verbs" /bin/bash "${cli[0]}" "${cli[1]}" "${cli[2]}" verbs
+fi
+# The guest's root is the host's (read-only, rxe-vm), so Debian's python3 with
+# python3-numpy and python3-pytest is there.
+if ((${#pytest_args[@]})); then
+  run "Python module naarpc: verbs cases (pytest)" \
+    env NAARPC_TEST_REQUIRE_VERBS=1 TEST_SRCDIR="${pytest_args[1]}" TEST_WORKSPACE=. \
+    /bin/bash "${pytest_args[0]}" "${pytest_args[2]}" -k verbs
 fi
 
 # perftest over rdma_cm (-R), loopback on rxe0: figures for reference only

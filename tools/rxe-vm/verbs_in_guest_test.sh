@@ -17,6 +17,9 @@ for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/servi
 done
 cli=("$(readlink -f "$r/tests/cli/verbs_guest.sh")" "$(readlink -f "$r/tools/naarpc/naarpc")"
      "$(readlink -f "$r/tests/cli/testdata/types.naa.yaml")")
+# The Python module's verbs cases run from this runfiles tree (relative paths:
+# python/, examples/naa_server, services/*.naa.yaml), not from real paths.
+pytest_args=("$(readlink -f "$r/python/python_transport_test")" "$(readlink -f "$r")" python/naarpc_transport_test.py)
 exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
-  /bin/bash "$suite" --cli "${cli[@]}" --device-removal "$removal_test" "$verbs_test" \
+  /bin/bash "$suite" --cli "${cli[@]}" --pytest "${pytest_args[@]}" --device-removal "$removal_test" "$verbs_test" \
   "${e2e_tests[@]}"
