@@ -152,7 +152,7 @@ bool LogRateLimiter::Allow(uint64_t* suppressed) {
   *suppressed = 0;
   if (per_second_ == 0) return true;
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = now_ ? now_() : Clock::now();
   if (now - window_start_ >= std::chrono::seconds(1)) {
     window_start_ = now;
     in_window_ = 0;

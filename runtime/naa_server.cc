@@ -384,7 +384,7 @@ class ConnectionServer final : public internal::Driven,
   // whichever way HandleCall returns.
   void BeginObserved(uint8_t function_code);
   Status StartInterceptors(uint8_t function_code);
-  void EndObserved(uint8_t naa_status);
+  void EndObserved(uint8_t naa_status, uint64_t bytes_out);
   bool observed_ = false;
   uint8_t observed_code_ = 0;
   uint64_t observed_bytes_in_ = 0;
@@ -1329,7 +1329,7 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   struct EndObservation {
     ConnectionServer* self;
     const uint8_t* status;
-    ~EndObservation() { self->EndObserved(*status); }
+    ~EndObservation() { self->EndObserved(*status, 0); }
   } end_observation{this, &status};
   if (!req) {
     status = kNaaStatusUnknownFunction;
@@ -1377,6 +1377,18 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     NAARPC_RETURN_IF_ERROR(FinishStreams());
   }
   ++calls_;
+  if (observed_) {
+    // Recorded before the reply leaves: once the host has the answer, the
+    // NAA's statistics count the call.
+    uint64_t bytes_out = 0;
+    if (status == kNaaStatusSuccess) {
+      for (size_t p : returns) {
+        bytes_out += std::min<uint64_t>(call_params_[p].reply_length,
+                                        groups_[param_index_[p]].memory.size());
+      }
+    }
+    EndObserved(status, bytes_out);
+  }
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
   NAARPC_RETURN_IF_ERROR(Reply(status, returns));
   // The spare receive posted earlier takes the host's next call, which may
@@ -1395,7 +1407,6 @@ void ConnectionServer::BeginObserved(uint8_t function_code) {
   observed_ = true;
   observed_code_ = function_code;
   observed_bytes_in_ = 0;
-  slices_.clear();  // (counted at the end: the reply's)
   if (stats_code_ != function_code) {
     const std::string_view name = handler_.RoutineName(function_code);
     routine_name_ = name.empty() ? "function_" + std::to_string(function_code) : std::string(name);
@@ -1429,15 +1440,11 @@ Status ConnectionServer::StartInterceptors(uint8_t function_code) {
   return s;
 }
 
-void ConnectionServer::EndObserved(uint8_t naa_status) {
+void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
   if (!observed_) return;
   observed_ = false;
   const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(
       Deadline::Clock::now() - observed_start_);
-  uint64_t bytes_out = 0;
-  if (naa_status == kNaaStatusSuccess) {
-    for (const auto& slice : slices_) bytes_out += slice.local.length;
-  }
   if (observed_stats_ != nullptr) {
     observed_stats_->RecordNaaEnd(naa_status, bytes_out, observed_bytes_in_,
                                   static_cast<uint64_t>(duration.count()));

@@ -209,7 +209,7 @@ std::string RenderPrometheusText(const StatsRegistry& registry) {
     }
   }
   out += "# HELP naarpc_call_duration_seconds Call latency (host: the call as its caller "
-         "sees it; NAA: from the request's arrival to the reply posted).\n"
+         "sees it; NAA: from the request's arrival to the end of the kernel, before the reply).\n"
          "# TYPE naarpc_call_duration_seconds histogram\n";
   for (const auto& s : all) {
     const std::string l = labels(s);

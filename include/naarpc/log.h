@@ -71,13 +71,17 @@ void Log(LogComponent component, LogLevel level, std::string_view line);
 // after them (for lines a peer can trigger). 0 = unlimited. Thread-safe.
 class LogRateLimiter {
  public:
-  explicit LogRateLimiter(size_t per_second) : per_second_(per_second) {}
+  using Clock = std::chrono::steady_clock;
+  // `now`: the clock (tests); default steady_clock.
+  explicit LogRateLimiter(size_t per_second, std::function<Clock::time_point()> now = nullptr)
+      : per_second_(per_second), now_(std::move(now)) {}
   // true: write the line; *suppressed = lines dropped since the last one
   // written.
   bool Allow(uint64_t* suppressed);
 
  private:
   const size_t per_second_;
+  const std::function<Clock::time_point()> now_;
   std::mutex mu_;
   std::chrono::steady_clock::time_point window_start_{};
   size_t in_window_ = 0;

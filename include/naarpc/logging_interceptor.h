@@ -6,6 +6,8 @@
 #define NAARPC_LOGGING_INTERCEPTOR_H_
 
 #include <cstddef>
+#include <functional>
+#include <utility>
 
 #include "naarpc/interceptor.h"
 #include "naarpc/log.h"
@@ -14,8 +16,9 @@ namespace naarpc {
 
 class LoggingInterceptor final : public Interceptor {
  public:
-  explicit LoggingInterceptor(size_t max_failure_lines_per_second = 50)
-      : limiter_(max_failure_lines_per_second) {}
+  explicit LoggingInterceptor(size_t max_failure_lines_per_second = 50,
+                              std::function<LogRateLimiter::Clock::time_point()> now = nullptr)
+      : limiter_(max_failure_lines_per_second, std::move(now)) {}
   void OnCallEnd(const CallInfo& call, const Status& status) override;
 
  private:
