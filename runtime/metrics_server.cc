@@ -44,7 +44,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     raw->http.listen_after_bind();
     raw->listen_returned.store(true);
   });
-  Log(LogComponent::kMetrics, LogLevel::kInfo,
+  Log(LogComponent::kMetrics, LogLevel::kDebug,
       "serving metrics on http://" + bind_host + ":" + std::to_string(impl->port) + "/metrics");
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
