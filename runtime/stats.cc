@@ -18,8 +18,8 @@ LatencyHistogram::Snapshot LatencyHistogram::Take() const {
   for (size_t i = 0; i < kBuckets; ++i) {
     const uint64_t n = buckets_[i].load(std::memory_order_relaxed);
     if (n != 0) s.buckets.emplace_back(static_cast<uint32_t>(i), n);
+    s.count += n;
   }
-  s.count = count_.load(std::memory_order_relaxed);
   s.sum = sum_.load(std::memory_order_relaxed);
   s.max = max_.load(std::memory_order_relaxed);
   return s;
@@ -93,9 +93,9 @@ RoutineStats::Snapshot RoutineStats::Take() const {
   s.peer = peer_;
   // completed_ first (acquire): what it counts is in the other fields.
   s.completed = completed_.load(std::memory_order_acquire);
+  // Read after completed_: never fewer started than completed.
   s.started = started_.load(std::memory_order_relaxed);
-  const int64_t in_flight = in_flight_.load(std::memory_order_relaxed);
-  s.in_flight = in_flight < 0 ? 0 : static_cast<uint64_t>(in_flight);
+  s.in_flight = s.started >= s.completed ? s.started - s.completed : 0;
   s.bytes_sent = bytes_sent_.load(std::memory_order_relaxed);
   s.bytes_received = bytes_received_.load(std::memory_order_relaxed);
   for (size_t c = 1; c < kCodes; ++c) {

@@ -48,7 +48,6 @@ class RoutineStats {
   // RecordNaaEnd with the status byte it answered.
   void RecordStart() {
     started_.fetch_add(1, std::memory_order_relaxed);
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
   void RecordEnd(const Status& status, uint64_t bytes_sent, uint64_t bytes_received,
                  uint64_t duration_ns) {
@@ -90,7 +89,6 @@ class RoutineStats {
     bytes_sent_.fetch_add(bytes_sent, std::memory_order_relaxed);
     bytes_received_.fetch_add(bytes_received, std::memory_order_relaxed);
     latency_.Record(duration_ns);
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
     completed_.fetch_add(1, std::memory_order_release);
   }
 
@@ -98,8 +96,7 @@ class RoutineStats {
   const std::string routine_;
   const std::string peer_;
   std::atomic<uint64_t> started_{0};
-  std::atomic<uint64_t> completed_{0};
-  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> completed_{0};  // in flight: started_ - completed_
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
   std::array<std::atomic<uint64_t>, kCodes> code_errors_{};

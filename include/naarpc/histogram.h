@@ -3,10 +3,10 @@
 // (naarpc/call_stats.h). Log-linear buckets: values below 16 have a bucket
 // each; above, every power of two is split into 16 equal buckets, so a
 // bucket's width is at most 1/16 (6.25 %) of its lower bound, over the whole
-// 64-bit range. Record() is a handful of relaxed atomic operations; counts,
+// 64-bit range. Record() is two or three relaxed atomic operations; counts,
 // sum and max are exact under any concurrency. Snapshots taken while
-// records run see each record whole or not at all per field (count and the
-// bucket totals may differ by the records in progress).
+// records run see each record whole or not at all per field (the sum may
+// include a record whose bucket is not counted yet).
 #ifndef NAARPC_HISTOGRAM_H_
 #define NAARPC_HISTOGRAM_H_
 
@@ -45,7 +45,6 @@ class LatencyHistogram {
 
   void Record(uint64_t value) {
     buckets_[BucketOf(value)].fetch_add(1, std::memory_order_relaxed);
-    count_.fetch_add(1, std::memory_order_relaxed);
     sum_.fetch_add(value, std::memory_order_relaxed);
     uint64_t max = max_.load(std::memory_order_relaxed);
     while (value > max &&
@@ -69,8 +68,8 @@ class LatencyHistogram {
   Snapshot Take() const;
 
  private:
+  // (The count is the buckets' total: one atomic operation less per record.)
   std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
-  std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_{0};
   std::atomic<uint64_t> max_{0};
 };
