@@ -1606,11 +1606,7 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
   auto engine = internal::EventEngine::Start(engine_options);
   if (!engine.ok()) return engine.status();
   impl->engine = std::move(engine).value();
-  auto listener = transport.Listen(host, port);
-  if (!listener.ok()) {
-    return listener.status().WithContext("listening on " + HostPort(host, port));
-  }
-  impl->listener = std::move(listener).value();
+  // The metrics endpoint first: it listens once the NAA does.
   if (resolved.metrics_port.has_value()) {
     if (resolved.stats == nullptr) {
       return InvalidArgumentError("metrics_port needs statistics (ServerOptions::stats is null)");
@@ -1619,6 +1615,11 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
     if (!metrics.ok()) return metrics.status();
     impl->metrics = std::move(metrics).value();
   }
+  auto listener = transport.Listen(host, port);
+  if (!listener.ok()) {
+    return listener.status().WithContext("listening on " + HostPort(host, port));
+  }
+  impl->listener = std::move(listener).value();
   // The MRSP receive is posted before the host can send its request (the
   // transport runs this before accepting): no RNR wait at set-up.
   impl->listener->SetAcceptHook([](Connection& conn) -> Result<std::shared_ptr<void>> {
