@@ -5,6 +5,7 @@
 // exposition format parsed), interceptors (order, rejection on either side,
 // removal) and that an empty chain costs the call path no allocation.
 #include <atomic>
+#include <future>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -239,6 +240,21 @@ TEST_F(ObservabilityTest, BothSidesCountEveryCallExactly) {
   EXPECT_EQ(host_dot.bytes_received, 0u);
   EXPECT_EQ(naa_dot.completed, uint64_t{kBad});
   EXPECT_EQ(naa_dot.errors, (Errors{{"NAA_KERNEL_FAILED", kBad}}));
+}
+
+TEST_F(ObservabilityTest, AsyncCallsAreCountedToo) {
+  // The CallEngine's path (StartCall .. EndCall), several calls in flight.
+  constexpr int kCalls = 16;
+  std::vector<std::vector<float>> outs(kCalls, std::vector<float>(kN));
+  std::vector<std::future<Status>> futures;
+  for (int i = 0; i < kCalls; ++i) futures.push_back(client_->AddAsync(a_, b_, outs[i]));
+  for (auto& f : futures) ASSERT_TRUE(f.get().ok());
+  const auto host = HostStats("VectorArith.Add");
+  EXPECT_EQ(host.started, uint64_t{kCalls});
+  EXPECT_EQ(host.completed, uint64_t{kCalls});
+  EXPECT_EQ(host.in_flight, 0u);
+  EXPECT_EQ(host.bytes_received, uint64_t{kCalls} * kN * 4);
+  EXPECT_EQ(NaaStats("VectorArith.Add").completed, uint64_t{kCalls});
 }
 
 TEST_F(ObservabilityTest, MetricsEndpointScrapedDuringCalls) {
