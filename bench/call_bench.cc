@@ -13,6 +13,13 @@
 //
 // --machine adds one "result ..." line per payload size (key=value pairs) for
 // scripts such as bench/guest/verbs_bench.sh.
+//
+// --stats-ab=ROUNDS measures instead the cost of statistics and
+// interceptors (docs/operating.md): the same call through a generated
+// client's call path (SessionPool::Lease) with them off (no statistics, no
+// interceptor, on both sides) and on (statistics on both sides plus one
+// no-op interceptor on each), alternating off/on in ROUNDS rounds against
+// two NAAs in one process; reports the medians and the on/off ratio.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -28,7 +35,9 @@
 #include <x86intrin.h>
 #endif
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -36,6 +45,8 @@
 
 #include "bench/transport_pingpong.h"
 #include "naarpc/client_session.h"
+#include "naarpc/codegen_support.h"
+#include "naarpc/interceptor.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
@@ -291,10 +302,7 @@ naarpc::Result<std::unique_ptr<naarpc::Transport>> MakeTransport(const std::stri
   _exit(0);
 }
 
-struct Row {
-  size_t bytes;
-  Stats naarpc, raw;
-};
+// ---- statistics and interceptors on vs off (--stats-ab) ----------------------
 
 std::string Human(size_t b) {
   char buf[32];
@@ -303,6 +311,148 @@ std::string Human(size_t b) {
   else std::snprintf(buf, sizeof buf, "%zu B", b);
   return buf;
 }
+
+
+// An interceptor that does nothing (its hooks still run on every call).
+class NoopInterceptor final : public naarpc::Interceptor {
+ public:
+  naarpc::Status OnCallStart(const naarpc::CallInfo& call) override {
+    calls_.fetch_add(call.function_code != 0, std::memory_order_relaxed);
+    return naarpc::Status::Ok();
+  }
+  void OnCallEnd(const naarpc::CallInfo&, const naarpc::Status&) override {}
+
+ private:
+  std::atomic<uint64_t> calls_{0};
+};
+
+std::shared_ptr<naarpc::InterceptorChain> NoopChain() {
+  auto chain = std::make_shared<naarpc::InterceptorChain>();
+  chain->Add(std::make_shared<NoopInterceptor>());
+  return chain;
+}
+
+// Two NAAs: statistics and interceptors off (first port), on (second).
+[[noreturn]] void NaaPairProcess(const std::string& transport_name, const std::string& address,
+                                 int cpu, int port_pipe) {
+  Pin(cpu);
+  auto transport = MakeTransport(transport_name);
+  if (!transport.ok()) _exit(1);
+  IdentityKernel kernel;
+  naarpc::ServerOptions off;
+  off.stats = nullptr;
+  naarpc::ServerOptions on;
+  on.interceptors = NoopChain();
+  auto a = naarpc::NaaServer::Start(**transport, address, 0, kernel, off);
+  auto b = naarpc::NaaServer::Start(**transport, address, 0, kernel, on);
+  if (!a.ok() || !b.ok()) _exit(1);
+  uint16_t ports[2] = {(*a)->port(), (*b)->port()};
+  if (write(port_pipe, ports, sizeof ports) != sizeof ports) _exit(1);
+  pause();
+  _exit(0);
+}
+
+int RunStatsAB(const std::string& label, int client_cpu, int server_cpu,
+               const std::string& transport_name, const std::string& address,
+               const std::vector<size_t>& sizes, double min_time, int rounds) {
+  Pin(client_cpu);
+  int pipefd[2];
+  if (pipe(pipefd) != 0) return 1;
+  const pid_t naa_pid = fork();
+  if (naa_pid == 0) {
+    close(pipefd[0]);
+    NaaPairProcess(transport_name, address, server_cpu, pipefd[1]);
+  }
+  close(pipefd[1]);
+  uint16_t ports[2] = {0, 0};
+  if (read(pipefd[0], ports, sizeof ports) != sizeof ports) {
+    std::fprintf(stderr, "NAA process failed to start\n");
+    return 1;
+  }
+  close(pipefd[0]);
+  auto transport = MakeTransport(transport_name);
+  if (!transport.ok()) return 1;
+  std::printf("\n== %s: client CPU %d, server CPU %d, transport %s: statistics and "
+              "interceptors off vs on, %d alternating rounds ==\n",
+              label.c_str(), client_cpu, server_cpu, transport_name.c_str(), rounds);
+  std::printf("%-9s | %10s %10s %7s | per-round ratios\n", "payload", "off us", "on us", "on/off");
+  int rc = 0;
+  for (size_t bytes : sizes) {
+    naarpc::codegen::StubOptions off_options, on_options;
+    off_options.session = on_options.session = g_client_options;
+    off_options.stats = nullptr;
+    on_options.interceptors = NoopChain();
+    const std::vector<naarpc::RegionSpec> regions = {
+        {"data", naarpc::Direction::kInOut, bytes}};
+    auto off_pool = std::make_shared<naarpc::codegen::SessionPool>(
+        **transport, address, ports[0], "bench.Identity", regions, off_options);
+    auto on_pool = std::make_shared<naarpc::codegen::SessionPool>(
+        **transport, address, ports[1], "bench.Identity", regions, on_options);
+    const auto deadline = naarpc::Deadline::After(std::chrono::seconds(60));
+    auto off_lease = off_pool->Acquire(deadline);
+    auto on_lease = on_pool->Acquire(deadline);
+    if (!off_lease.ok() || !on_lease.ok()) {
+      std::fprintf(stderr, "open failed\n");
+      rc = 1;
+      break;
+    }
+    bool failed = false;
+    auto call = [&](naarpc::codegen::SessionPool::Lease& lease) {
+      naarpc::Status s =
+          lease.Call(kIdentity, naarpc::Deadline::After(std::chrono::seconds(60)), {});
+      failed |= !s.ok();
+      return s.ok();
+    };
+    std::vector<double> off_medians, on_medians, ratios;
+    for (int r = 0; r < rounds && !failed; ++r) {
+      // Alternating which goes first, so a drift favours neither.
+      Stats off_stats, on_stats;
+      if (r % 2 == 0) {
+        off_stats = Measure(bytes, min_time, [&] { return call(*off_lease); });
+        on_stats = Measure(bytes, min_time, [&] { return call(*on_lease); });
+      } else {
+        on_stats = Measure(bytes, min_time, [&] { return call(*on_lease); });
+        off_stats = Measure(bytes, min_time, [&] { return call(*off_lease); });
+      }
+      off_medians.push_back(off_stats.median_us);
+      on_medians.push_back(on_stats.median_us);
+      ratios.push_back(on_stats.median_us / off_stats.median_us);
+    }
+    if (failed) {
+      std::fprintf(stderr, "call failed\n");
+      rc = 1;
+      break;
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    const double off_us = median(off_medians), on_us = median(on_medians);
+    std::string per_round;
+    for (double x : ratios) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, " %.3f", x);
+      per_round += buf;
+    }
+    std::printf("%-9s | %10.2f %10.2f %7.3f |%s\n", Human(bytes).c_str(), off_us, on_us,
+                on_us / off_us, per_round.c_str());
+    std::printf("result stats_ab placement=%s bytes=%zu off_median_us=%.3f on_median_us=%.3f "
+                "ratio=%.4f median_round_ratio=%.4f\n",
+                client_cpu == server_cpu ? "same" : "split", bytes, off_us, on_us, on_us / off_us,
+                median(ratios));
+    std::fflush(stdout);
+  }
+  kill(naa_pid, SIGKILL);
+  waitpid(naa_pid, nullptr, 0);
+  std::printf("(medians over the rounds of each round's median round trip; on = statistics on "
+              "both sides + one no-op interceptor each)\n");
+  return rc;
+}
+
+struct Row {
+  size_t bytes;
+  Stats naarpc, raw;
+};
 
 int RunPlacement(const std::string& label, int client_cpu, int server_cpu,
                  const std::string& transport_name, const std::string& address,
@@ -521,6 +671,11 @@ int main(int argc, char** argv) {
                  "ping-pong, no engine) or none; default: tcp for emulated, transport for verbs")
       ->check(CLI::IsMember({"tcp", "transport", "none"}));
   app.add_flag("--machine", machine, "also print one 'result key=value...' line per size");
+  int stats_ab = 0;
+  app.add_option("--stats-ab", stats_ab,
+                 "instead: statistics and interceptors off vs on, this many alternating rounds "
+                 "(the generated clients' call path)")
+      ->check(CLI::Range(0, 1000));
   CLI11_PARSE(app, argc, argv);
   g_steady_timer = timer == "steady";
   if (g_baseline.empty()) g_baseline = transport == "verbs" ? "transport" : "tcp";
@@ -530,6 +685,15 @@ int main(int argc, char** argv) {
 
   const int cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
   int rc = 0;
+  if (stats_ab > 0) {
+    if (placement == "same" || placement == "both") {
+      rc |= RunStatsAB("same CPU", 0, 0, transport, address, sizes, min_time, stats_ab);
+    }
+    if ((placement == "split" || placement == "both") && cpus >= 2) {
+      rc |= RunStatsAB("split CPUs", 0, 1, transport, address, sizes, min_time, stats_ab);
+    }
+    return rc;
+  }
   if (placement == "same" || placement == "both") {
     rc |= RunPlacement("same CPU", 0, 0, transport, address, sizes, min_time, machine);
   }

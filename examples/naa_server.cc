@@ -61,6 +61,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-regions", max_regions, "regions per connection (MRSP error 0x03 beyond)")
       ->check(CLI::Range(1, 255))
       ->capture_default_str();
+  int metrics_port = -1;
+  std::string metrics_address = "0.0.0.0";
+  app.add_option("--metrics-port", metrics_port,
+                 "serve per-routine statistics in the Prometheus text format on "
+                 "http://ADDRESS:PORT/metrics (0 = any free port; docs/operating.md)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--metrics-address", metrics_address, "address of the metrics endpoint")
+      ->capture_default_str();
   // The old spelling, deprecated: hidden from --help (empty group).
   const CLI::Option* max_regions_deprecated =
       app.add_option("--max_regions", max_regions)->check(CLI::Range(1, 255))->group("");
@@ -102,6 +110,7 @@ int main(int argc, char** argv) {
     std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
       return inner_.KernelTimeout(code);
     }
+    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
 
    private:
     naarpc::NaaHandler& inner_;
@@ -113,6 +122,10 @@ int main(int argc, char** argv) {
 
   naarpc::ServerOptions options;
   options.max_regions = max_regions;
+  if (metrics_port >= 0) {
+    options.metrics_port = static_cast<uint16_t>(metrics_port);
+    options.metrics_host = metrics_address;
+  }
   auto server = naarpc::NaaServer::Start(**transport, address, static_cast<uint16_t>(port),
                                          served, options);
   if (!server.ok()) {
@@ -123,6 +136,10 @@ int main(int argc, char** argv) {
               stock_kernels ? "the NAAICE stock kernels 1-3" : "the example services",
               naarpc::HostPort(address, (*server)->port()).c_str(), transport_name.c_str(),
               stock_kernels ? "reference" : dialect.c_str());
+  if ((*server)->metrics_port() != 0) {
+    std::printf("naa_server: metrics on http://%s/metrics\n",
+                naarpc::HostPort(metrics_address, (*server)->metrics_port()).c_str());
+  }
   std::fflush(stdout);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "naarpc/log.h"
+#include "naarpc/metrics_server.h"
 #include "runtime/admission.h"
 #include "runtime/endpoint.h"
 #include "runtime/event_engine.h"
@@ -237,6 +239,7 @@ class ServerShared {
   // At most ServerOptions::max_log_lines_per_second lines; what is dropped
   // is counted and reported with the next line that passes.
   void Log(const std::string& line) {
+    if (!LogEnabled(LogComponent::kServer, LogLevel::kWarn)) return;
     std::string out;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -260,7 +263,7 @@ class ServerShared {
     if (options.log) {
       options.log(out);
     } else {
-      std::fprintf(stderr, "%s\n", out.c_str());
+      naarpc::Log(LogComponent::kServer, LogLevel::kWarn, out);
     }
   }
 
@@ -285,6 +288,7 @@ class ConnectionServer final : public internal::Driven,
                    internal::EventEngine& engine)
       : conn_(std::move(conn)),
         peer_(conn_->peer_name()),
+        peer_host_(internal::PeerHost(peer_)),
         handler_(handler),
         shared_(std::move(shared)),
         options_(shared_->options),
@@ -379,7 +383,25 @@ class ConnectionServer final : public internal::Driven,
   std::mutex conn_mu_;  // Interrupt() vs. the end of Run()
   std::unique_ptr<Connection> conn_;
   const std::string peer_;
+  const std::string peer_host_;  // the statistics' peer
   NaaHandler& handler_;
+  // The call's statistics and interceptors (ServerOptions::stats,
+  // interceptors), when either is on. EndObserved runs once per call,
+  // whichever way HandleCall returns.
+  void BeginObserved(uint8_t function_code);
+  Status StartInterceptors(uint8_t function_code);
+  void EndObserved(uint8_t naa_status, uint64_t bytes_out);
+  bool observed_ = false;
+  uint8_t observed_code_ = 0;
+  uint64_t observed_bytes_in_ = 0;
+  Deadline::Clock::time_point observed_start_{};
+  RoutineStats* observed_stats_ = nullptr;
+  // The last function code's statistics (a session calls one routine).
+  int stats_code_ = -1;
+  RoutineStats* stats_ = nullptr;
+  std::string routine_name_;  // of observed_code_
+  const InterceptorChain::List* interceptors_ = nullptr;
+  size_t interceptors_accepted_ = 0;
   const std::shared_ptr<ServerShared> shared_;  // outlives the server if a kernel does
   const ServerOptions& options_;                // shared_->options
   const std::atomic<bool>& stopping_;
@@ -1327,6 +1349,13 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   }
   early_frames_.clear();
   const std::optional<RequestImmediate> req = DecodeRequestImmediate(imm);
+  BeginObserved(req ? req->function_code : static_cast<uint8_t>(imm & 0xff));
+  // Ends the call's observation however this returns.
+  struct EndObservation {
+    ConnectionServer* self;
+    const uint8_t* status;
+    ~EndObservation() { self->EndObserved(*status, 0); }
+  } end_observation{this, &status};
   if (!req) {
     status = kNaaStatusUnknownFunction;
   } else if (req->host_to_naa_bit != (dialect_ == Dialect::kReference)) {
@@ -1347,7 +1376,19 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
                     .internal = call_internal_,
                     .streams = stream_ptrs_,
                     .failure_detail = {}};
-    status = RunKernel(call_);
+    if (observed_) {
+      for (const NaaRegion& r : call_params_) {
+        if (r.is_input) observed_bytes_in_ += r.data.size();
+      }
+    }
+    if (Status rejected = StartInterceptors(req->function_code); !rejected.ok()) {
+      status = rejected.wire_code().value_or(kNaaStatusKernelFailed);
+      if (status == kNaaStatusSuccess) status = kNaaStatusKernelFailed;
+      Log("call of function " + std::to_string(req->function_code) +
+          " rejected by an interceptor: " + rejected.ToString());
+    } else {
+      status = RunKernel(call_);
+    }
     // (An abandoned kernel still owns call_.)
     if (status != kNaaStatusSuccess && !kernel_overran_ && !call_.failure_detail.empty()) {
       Log("call of function " + std::to_string(call_.function_code) + " failed with status " +
@@ -1361,6 +1402,18 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     NAARPC_RETURN_IF_ERROR(FinishStreams());
   }
   ++calls_;
+  if (observed_) {
+    // Recorded before the reply leaves: once the host has the answer, the
+    // NAA's statistics count the call.
+    uint64_t bytes_out = 0;
+    if (status == kNaaStatusSuccess) {
+      for (size_t p : returns) {
+        bytes_out += std::min<uint64_t>(call_params_[p].reply_length,
+                                        groups_[param_index_[p]].memory.size());
+      }
+    }
+    EndObserved(status, bytes_out);
+  }
   NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
   NAARPC_RETURN_IF_ERROR(Reply(status, returns));
   // The spare receive posted earlier takes the host's next call, which may
@@ -1368,6 +1421,75 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   // off the latency path (after the reply is posted).
   NAARPC_RETURN_IF_ERROR(PostDataRecv());
   return sm_.Transition(CommState::kFinished);
+}
+
+void ConnectionServer::BeginObserved(uint8_t function_code) {
+  interceptors_ = nullptr;
+  interceptors_accepted_ = 0;
+  const InterceptorChain::List* list =
+      options_.interceptors != nullptr ? options_.interceptors->current() : nullptr;
+  if (options_.stats == nullptr && list == nullptr) return;
+  observed_ = true;
+  observed_code_ = function_code;
+  observed_bytes_in_ = 0;
+  if (stats_code_ != function_code) {
+    const std::string_view name = handler_.RoutineName(function_code);
+    routine_name_ = name.empty() ? "function_" + std::to_string(function_code) : std::string(name);
+    stats_ = options_.stats != nullptr
+                 ? &options_.stats->Get(CallSide::kNaa, routine_name_, peer_host_)
+                 : nullptr;
+    stats_code_ = function_code;
+  }
+  observed_stats_ = stats_;
+  if (observed_stats_ != nullptr) observed_stats_->RecordStart();
+  observed_start_ = Deadline::Clock::now();
+}
+
+Status ConnectionServer::StartInterceptors(uint8_t function_code) {
+  if (!observed_) return Status::Ok();
+  const InterceptorChain::List* list =
+      options_.interceptors != nullptr ? options_.interceptors->current() : nullptr;
+  if (list == nullptr) return Status::Ok();
+  const auto timeout = handler_.KernelTimeout(function_code);
+  CallInfo info{.side = CallSide::kNaa,
+                .routine = routine_name_,
+                .peer = peer_host_,
+                .function_code = function_code,
+                .bytes_sent = 0,
+                .bytes_received = observed_bytes_in_,
+                .deadline = timeout > std::chrono::milliseconds::zero() ? Deadline::After(timeout)
+                                                                        : Deadline::Infinite()};
+  interceptors_ = list;
+  Status s = InterceptorChain::RunStart(list, info, &interceptors_accepted_);
+  if (!s.ok()) interceptors_ = nullptr;  // RunStart ended the accepted ones
+  return s;
+}
+
+void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
+  if (!observed_) return;
+  observed_ = false;
+  const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      Deadline::Clock::now() - observed_start_);
+  if (observed_stats_ != nullptr) {
+    observed_stats_->RecordNaaEnd(naa_status, bytes_out, observed_bytes_in_,
+                                  static_cast<uint64_t>(duration.count()));
+  }
+  if (interceptors_ != nullptr) {
+    CallInfo info{.side = CallSide::kNaa,
+                  .routine = routine_name_,
+                  .peer = peer_host_,
+                  .function_code = observed_code_,
+                  .bytes_sent = bytes_out,
+                  .bytes_received = observed_bytes_in_,
+                  .deadline = Deadline::Infinite(),
+                  .duration = duration};
+    const Status status =
+        naa_status == kNaaStatusSuccess
+            ? Status::Ok()
+            : Status(StatusCode::kNaaError, NaaStatusMetricName(naa_status)).set_wire_code(naa_status);
+    InterceptorChain::RunEnd(interceptors_, interceptors_accepted_, info, status);
+    interceptors_ = nullptr;
+  }
 }
 
 Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& returns) {
@@ -1426,6 +1548,7 @@ class NaaServer::Impl {
   std::condition_variable closed_cv;       // notified when `open` drops
   // Drives every connection; after `shared` (a connection ends before).
   std::unique_ptr<internal::EventEngine> engine;
+  std::unique_ptr<MetricsServer> metrics;  // ServerOptions::metrics_port
   size_t open = 0;                         // guarded by mu
   bool shut_down = false;                  // guarded by mu
 
@@ -1508,6 +1631,15 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
   auto engine = internal::EventEngine::Start(engine_options);
   if (!engine.ok()) return engine.status();
   impl->engine = std::move(engine).value();
+  // The metrics endpoint first: it listens once the NAA does.
+  if (resolved.metrics_port.has_value()) {
+    if (resolved.stats == nullptr) {
+      return InvalidArgumentError("metrics_port needs statistics (ServerOptions::stats is null)");
+    }
+    auto metrics = MetricsServer::Start(resolved.stats, resolved.metrics_host, *resolved.metrics_port);
+    if (!metrics.ok()) return metrics.status();
+    impl->metrics = std::move(metrics).value();
+  }
   auto listener = transport.Listen(host, port);
   if (!listener.ok()) {
     return listener.status().WithContext("listening on " + HostPort(host, port));
@@ -1527,6 +1659,9 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
 }
 
 uint16_t NaaServer::port() const { return impl_->listener->port(); }
+uint16_t NaaServer::metrics_port() const {
+  return impl_->metrics != nullptr ? impl_->metrics->port() : 0;
+}
 uint64_t NaaServer::connections_accepted() const { return impl_->accepted.load(); }
 size_t NaaServer::connections_open() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -1558,6 +1693,7 @@ void NaaServer::Shutdown() {
   // connection's memory), one that overran its limit at most shutdown_grace.
   impl_->engine->InterruptAll();
   impl_->engine->Stop();
+  if (impl_->metrics != nullptr) impl_->metrics->Stop();
   // What still runs now are kernels that overran their limit.
   if (size_t left = impl_->shared->running_kernels.WaitNone(impl_->options.shutdown_grace);
       left > 0) {

@@ -17,7 +17,15 @@ SessionPool::SessionPool(Transport& transport, std::string host, uint16_t port,
       port_(port),
       routine_(std::move(routine)),
       regions_(std::move(regions)),
-      options_(options) {}
+      options_(options),
+      peer_(HostPort(host_, port_)),
+      stats_(options.stats != nullptr ? &options.stats->Get(CallSide::kHost, routine_, peer_)
+                                      : nullptr) {
+  for (const RegionSpec& r : regions_) {
+    if (r.direction == Direction::kIn || r.direction == Direction::kInOut) input_bytes_ += r.size;
+    if (r.direction == Direction::kOut || r.direction == Direction::kInOut) output_bytes_ += r.size;
+  }
+}
 
 SessionPool::~SessionPool() {
   for (auto& s : idle_) s->Close().IgnoreError();
@@ -109,7 +117,9 @@ void SessionPool::Return(std::unique_ptr<ClientSession> s) {
 }
 
 SessionPool::Lease::Lease(Lease&& other) noexcept
-    : pool_(std::move(other.pool_)), session_(std::move(other.session_)) {}
+    : pool_(std::move(other.pool_)), session_(std::move(other.session_)) {
+  // (Moved between calls only: a call in progress stays with its lease.)
+}
 
 SessionPool::Lease& SessionPool::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
@@ -124,6 +134,8 @@ SessionPool::Lease::~Lease() { Release(); }
 
 void SessionPool::Lease::Release() {
   if (pool_ == nullptr) return;
+  // A call begun and never ended (its owner went away mid-call).
+  if (observed_) EndObserved(Status(StatusCode::kCancelled, "call abandoned"));
   if (session_ != nullptr && session_->state() == CommState::kError) {
     session_->Close().IgnoreError();
     session_.reset();
@@ -132,17 +144,96 @@ void SessionPool::Lease::Release() {
   pool->Return(std::move(session_));
 }
 
+Status SessionPool::Lease::BeginObserved(uint8_t function_code, Deadline deadline,
+                                         const CallOptions& options) {
+  SessionPool& pool = *pool_;
+  const InterceptorChain::List* list =
+      pool.options_.interceptors != nullptr ? pool.options_.interceptors->current() : nullptr;
+  rejected_ = false;
+  if (pool.stats_ == nullptr && list == nullptr) return Status::Ok();  // nothing to observe
+  observed_ = true;
+  rejected_ = false;
+  function_code_ = function_code;
+  interceptors_ = list;
+  deadline_ = deadline;
+  accepted_ = 0;
+  bytes_sent_ = pool.input_bytes_;
+  if (!options.send_lengths.empty()) {
+    bytes_sent_ = 0;
+    for (size_t i = 0; i < pool.regions_.size() && i < options.send_lengths.size(); ++i) {
+      const RegionSpec& r = pool.regions_[i];
+      if (r.direction != Direction::kIn && r.direction != Direction::kInOut) continue;
+      bytes_sent_ += options.send_lengths[i] == 0 ? r.size : std::min(options.send_lengths[i], r.size);
+    }
+  }
+  if (pool.stats_ != nullptr) pool.stats_->RecordStart();
+  started_ = Deadline::Clock::now();
+  if (list == nullptr) return Status::Ok();
+  CallInfo info{.side = CallSide::kHost,
+                .routine = pool.routine_,
+                .peer = pool.peer_,
+                .function_code = function_code,
+                .bytes_sent = bytes_sent_,
+                .bytes_received = 0,
+                .deadline = deadline};
+  Status s = InterceptorChain::RunStart(list, info, &accepted_);
+  if (!s.ok()) {
+    interceptors_ = nullptr;  // RunStart has ended the accepted ones
+    EndObserved(s);
+    rejected_ = true;
+  }
+  return s;
+}
+
+void SessionPool::Lease::EndObserved(const Status& status) {
+  if (!observed_) return;
+  observed_ = false;
+  SessionPool& pool = *pool_;
+  const auto duration = Deadline::Clock::now() - started_;
+  const uint64_t received = status.ok() ? pool.output_bytes_ : 0;
+  if (pool.stats_ != nullptr) {
+    pool.stats_->RecordEnd(
+        status, bytes_sent_, received,
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(duration).count()));
+  }
+  if (interceptors_ != nullptr) {
+    CallInfo info{.side = CallSide::kHost,
+                  .routine = pool.routine_,
+                  .peer = pool.peer_,
+                  .function_code = function_code_,
+                  .bytes_sent = bytes_sent_,
+                  .bytes_received = received,
+                  .deadline = deadline_,
+                  .duration = std::chrono::duration_cast<std::chrono::nanoseconds>(duration)};
+    InterceptorChain::RunEnd(interceptors_, accepted_, info, status);
+    interceptors_ = nullptr;
+  }
+}
+
 Status SessionPool::Lease::Call(uint8_t function_code, Deadline deadline,
                                 const CallOptions& options) {
+  Status begun = BeginObserved(function_code, deadline, options);
+  if (!begun.ok()) return begun;
   return EndCall(session_->Call(function_code, deadline, options));
 }
 
 Status SessionPool::Lease::StartCall(uint8_t function_code, Deadline deadline,
                                      const CallOptions& options) {
-  return EndCall(session_->StartCall(function_code, deadline, options));
+  Status begun = BeginObserved(function_code, deadline, options);
+  if (!begun.ok()) return begun;
+  Status s = session_->StartCall(function_code, deadline, options);
+  return s.ok() ? s : EndCall(std::move(s));
 }
 
 Status SessionPool::Lease::EndCall(Status s) {
+  if (rejected_) {
+    // Rejected by an interceptor before anything was sent: the session is
+    // as good as before (and the rejection already recorded).
+    rejected_ = false;
+    return s;
+  }
+  EndObserved(s);
   if (session_ != nullptr && !s.ok() && s.code() != StatusCode::kNaaError &&
       s.code() != StatusCode::kInvalidArgument) {
     // The session is unusable (ERROR); drop it now.
@@ -294,6 +385,11 @@ uint8_t CompositeHandler::Handle(NaaCall& call) {
 std::chrono::milliseconds CompositeHandler::KernelTimeout(uint8_t function_code) const {
   ServiceHandler* s = function_code <= kMaxFunctionCode ? by_code_[function_code] : nullptr;
   return s == nullptr ? std::chrono::milliseconds::zero() : s->KernelTimeout(function_code);
+}
+
+std::string_view CompositeHandler::RoutineName(uint8_t function_code) const {
+  ServiceHandler* s = function_code <= kMaxFunctionCode ? by_code_[function_code] : nullptr;
+  return s == nullptr ? std::string_view() : s->RoutineName(function_code);
 }
 
 }  // namespace naarpc::codegen

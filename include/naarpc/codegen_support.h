@@ -25,10 +25,13 @@
 
 #include "naarpc/client_session.h"
 #include "naarpc/codegen_stream.h"
+#include "naarpc/call_stats.h"
 #include "naarpc/deadline.h"
+#include "naarpc/interceptor.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
 #include "naarpc/region_layout.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
 #include "naarpc/transport.h"
 
@@ -112,6 +115,12 @@ struct StubOptions {
   // Sessions (connections) per routine: the number of calls of one routine
   // that can be in flight at once; more callers wait for a free session.
   size_t max_sessions_per_routine = 4;
+  // Per-routine statistics (naarpc/call_stats.h), side "host", peer the
+  // NAA's host:port; nullptr: none kept.
+  std::shared_ptr<StatsRegistry> stats = StatsRegistry::Default();
+  // Interceptors of every call (naarpc/interceptor.h); nullptr or empty:
+  // none, and no cost.
+  std::shared_ptr<InterceptorChain> interceptors;
 };
 
 // The sessions of one routine: opened lazily, reused, a failed (ERROR)
@@ -149,8 +158,21 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
     Lease(std::shared_ptr<SessionPool> pool, std::unique_ptr<ClientSession> s)
         : pool_(std::move(pool)), session_(std::move(s)) {}
     void Release();
+    // Statistics and interceptors of the call in progress (Call, or
+    // StartCall .. EndCall): a rejection by an interceptor is returned.
+    Status BeginObserved(uint8_t function_code, Deadline deadline, const CallOptions& options);
+    void EndObserved(const Status& status);
     std::shared_ptr<SessionPool> pool_;
     std::unique_ptr<ClientSession> session_;
+    // The call in progress, if it is observed (stats or interceptors).
+    bool observed_ = false;
+    bool rejected_ = false;  // by an interceptor: the session stays good
+    uint8_t function_code_ = 0;
+    size_t accepted_ = 0;  // interceptors that accepted the call
+    const InterceptorChain::List* interceptors_ = nullptr;
+    Deadline deadline_ = Deadline::Infinite();
+    uint64_t bytes_sent_ = 0;
+    Deadline::Clock::time_point started_{};
   };
 
   // An idle session, a new one (up to the limit), or waits until `deadline`.
@@ -172,6 +194,8 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
 
   size_t open_sessions() const;
   const std::string& routine() const { return routine_; }
+  // The NAA's "host:port" (the statistics' peer).
+  const std::string& peer() const { return peer_; }
   size_t max_sessions() const { return std::max<size_t>(1, options_.max_sessions_per_routine); }
 
  private:
@@ -187,6 +211,12 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   const std::string routine_;
   const std::vector<RegionSpec> regions_;
   const StubOptions options_;
+  const std::string peer_;
+  RoutineStats* const stats_;  // nullptr: none kept
+  // Parameter bytes of a call: inputs (unless CallOptions::send_lengths
+  // says less) and outputs.
+  uint64_t input_bytes_ = 0;
+  uint64_t output_bytes_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<ClientSession>> idle_;
@@ -262,6 +292,7 @@ class CompositeHandler final : public NaaHandler {
 
   uint8_t Handle(NaaCall& call) override;
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
 
  private:
   CompositeHandler() = default;

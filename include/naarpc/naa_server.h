@@ -11,12 +11,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "naarpc/deadline.h"
+#include "naarpc/interceptor.h"
 #include "naarpc/protocol.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
 #include "naarpc/transport.h"
 
@@ -91,6 +94,12 @@ class NaaHandler {
     (void)function_code;
     return std::chrono::milliseconds::zero();
   }
+  // The routine's name for statistics, interceptors and logs (generated
+  // services: "Service.Routine"); empty: "function_<code>".
+  virtual std::string_view RoutineName(uint8_t function_code) const {
+    (void)function_code;
+    return {};
+  }
 };
 
 struct ServerOptions {
@@ -148,8 +157,21 @@ struct ServerOptions {
   // ClientOptions::max_region_size).
   uint64_t split_region_size = kMaxRegionSize;
   // Receives one line per connection-level event worth knowing (a client
-  // that broke the protocol, a disconnect mid-call). Default: stderr.
+  // that broke the protocol, a disconnect mid-call). Default: naarpc's log
+  // (naarpc/log.h, component "server"; stderr unless its sink is replaced).
+  // Lines pass NAARPC_LOG's filter for "server" either way.
   std::function<void(std::string_view)> log;
+  // Per-routine statistics (naarpc/call_stats.h): side "naa", peer the
+  // host's address; nullptr: none kept.
+  std::shared_ptr<StatsRegistry> stats = StatsRegistry::Default();
+  // Interceptors of every call (naarpc/interceptor.h); nullptr or empty:
+  // none, and no cost.
+  std::shared_ptr<InterceptorChain> interceptors;
+  // Serves `stats` in the Prometheus text format on
+  // http://metrics_host:metrics_port/metrics (docs/operating.md); 0: an
+  // ephemeral port (NaaServer::metrics_port()). Unset: no endpoint.
+  std::optional<uint16_t> metrics_port;
+  std::string metrics_host = "0.0.0.0";
 };
 
 class NaaServer {
@@ -166,6 +188,8 @@ class NaaServer {
                                                   const ServerOptions& options = {});
 
   uint16_t port() const;
+  // The metrics endpoint's port; 0 if there is none.
+  uint16_t metrics_port() const;
   // Connections served so far / currently open.
   uint64_t connections_accepted() const;
   size_t connections_open() const;

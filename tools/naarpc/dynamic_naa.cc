@@ -107,7 +107,7 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
                                     " and " + s->name + "." + r.name +
                                     "; serve one of the services (--service)");
       }
-      e = Entry{s, &r, Kernel{}, "echo", nullptr};
+      e = Entry{s, &r, Kernel{}, "echo", nullptr, s->name + "." + r.name};
       naa->codes_.push_back(r.code);
     }
   }
@@ -217,6 +217,10 @@ std::chrono::milliseconds DynamicNaa::KernelTimeout(uint8_t function_code) const
   const Entry& e = by_code_[function_code & 0x7f];
   if (e.routine == nullptr) return std::chrono::milliseconds::zero();
   return std::chrono::milliseconds(e.routine->timeout_ms);
+}
+
+std::string_view DynamicNaa::RoutineName(uint8_t function_code) const {
+  return by_code_[function_code & 0x7f].name;
 }
 
 std::string DynamicNaa::Describe() const {

@@ -75,6 +75,7 @@ class DynamicNaa final : public NaaHandler {
 
   uint8_t Handle(NaaCall& call) override;
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
 
   // Runs `fn` for `routine` ("Routine" or "Service.Routine"); `label` is
   // what Describe() shows. Stream parameters reach it as
@@ -92,6 +93,7 @@ class DynamicNaa final : public NaaHandler {
     Kernel kernel;
     std::string kernel_spec;
     std::shared_ptr<const KernelFunction> function;  // set: runs instead of `kernel`
+    std::string name;  // "Service.Routine"
   };
   uint8_t RunFunction(const Entry& e, NaaCall& call, const std::vector<uint64_t>& counts,
                       const std::vector<std::span<const std::byte>>& in_data);

@@ -21,6 +21,7 @@
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
 #include "tools/naarpc/bench.h"
+#include "tools/naarpc/stats.h"
 #include "tools/naarpc/describe.h"
 #include "tools/naarpc/dynamic_call.h"
 #include "tools/naarpc/dynamic_naa.h"
@@ -344,6 +345,8 @@ struct ServeArgs {
   size_t max_connections = ServerOptions{}.max_connections;
   std::string max_bytes_per_connection = "4G";
   int64_t idle_timeout_ms = 0;
+  int metrics_port = -1;  // -1: no metrics endpoint
+  std::string metrics_address = "0.0.0.0";
 };
 
 int Serve(const ServeArgs& a) {
@@ -378,6 +381,7 @@ int Serve(const ServeArgs& a) {
     std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
       return inner_.KernelTimeout(code);
     }
+    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
 
    private:
     NaaHandler& inner_;
@@ -396,6 +400,10 @@ int Serve(const ServeArgs& a) {
     return Fail(kExitUsage, "--max-bytes-per-connection " + max_bytes.status().message());
   }
   options.max_bytes_per_connection = *max_bytes;
+  if (a.metrics_port >= 0) {
+    options.metrics_port = static_cast<uint16_t>(a.metrics_port);
+    options.metrics_host = a.metrics_address;
+  }
   options.log = [](std::string_view line) {
     std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };
@@ -417,6 +425,10 @@ int Serve(const ServeArgs& a) {
       "stops\n%s",
       HostPort(a.address, port).c_str(), idl->path.c_str(),
       std::string((*transport)->name()).c_str(), a.dialect.c_str(), (*naa)->Describe().c_str());
+  if ((*server)->metrics_port() != 0) {
+    std::printf("naarpc serve: metrics on http://%s/metrics\n",
+                HostPort(a.metrics_address, (*server)->metrics_port()).c_str());
+  }
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);
@@ -615,6 +627,13 @@ int Main(int argc, char** argv) {
   s->add_option("--max-bytes-per-connection", serve.max_bytes_per_connection,
                 "region bytes one connection may register, e.g. 64M, 4G (MRSP error beyond)")
       ->capture_default_str();
+  s->add_option("--metrics-port", serve.metrics_port,
+                "serve per-routine statistics in the Prometheus text format on "
+                "http://ADDRESS:PORT/metrics (0: any free port; docs/operating.md)")
+      ->check(CLI::Range(0, 65535));
+  s->add_option("--metrics-address", serve.metrics_address,
+                "address of the metrics endpoint")
+      ->capture_default_str();
   s->add_option("--idle-timeout", serve.idle_timeout_ms,
                 "milliseconds: close connections idle this long (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
@@ -643,6 +662,15 @@ int Main(int argc, char** argv) {
               "skip the raw transport ping-pong (measured by default on this host, in a child "
               "process)");
 
+  StatsArgs stats;
+  CLI::App* st = app.add_subcommand(
+      "stats", "per-routine statistics of an NAA's metrics endpoint (serve --metrics-port), as a table");
+  st->add_option("--target", stats.target, "HOST:PORT of the metrics endpoint")->required();
+  st->add_option("--side", stats.side, "host | naa | all")
+      ->check(CLI::IsMember({"host", "naa", "all"}))
+      ->capture_default_str();
+  st->add_flag("--raw", stats.raw, "print the exposition text as it came");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -653,6 +681,7 @@ int Main(int argc, char** argv) {
   if (*c) return Call(call);
   if (*s) return Serve(serve);
   if (*b) return Bench(bench);
+  if (*st) return Stats(stats);
   return kExitUsage;
 }
 

@@ -557,6 +557,14 @@ std::chrono::milliseconds KitchenService::KernelTimeout(uint8_t function_code) c
   }
 }
 
+std::string_view KitchenService::RoutineName(uint8_t function_code) const {
+  switch (function_code) {
+    case 7: return "Kitchen.Mixed";
+    case 127: return "Kitchen.Echo";
+    default: return {};
+  }
+}
+
 uint8_t KitchenService::Handle(naarpc::NaaCall& call) {
   try {
     switch (call.function_code) {
@@ -873,6 +881,13 @@ std::chrono::milliseconds SecondService::KernelTimeout(uint8_t function_code) co
   switch (function_code) {
     case 1: return kPingTimeout;
     default: return std::chrono::milliseconds::zero();
+  }
+}
+
+std::string_view SecondService::RoutineName(uint8_t function_code) const {
+  switch (function_code) {
+    case 1: return "Second.Ping";
+    default: return {};
   }
 }
 
@@ -1635,6 +1650,15 @@ std::chrono::milliseconds StreamerService::KernelTimeout(uint8_t function_code) 
     case 3: return kConvertTimeout;
     case 4: return kWideTimeout;
     default: return std::chrono::milliseconds::zero();
+  }
+}
+
+std::string_view StreamerService::RoutineName(uint8_t function_code) const {
+  switch (function_code) {
+    case 2: return "Streamer.Digest";
+    case 3: return "Streamer.Convert";
+    case 4: return "Streamer.Wide";
+    default: return {};
   }
 }
 

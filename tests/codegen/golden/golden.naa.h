@@ -338,6 +338,7 @@ class KitchenService : public naarpc::codegen::ServiceHandler {
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
   std::string_view service_name() const override { return "naarpc.testing.golden.Kitchen"; }
   std::span<const uint8_t> function_codes() const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
 
  private:
   uint8_t HandleMixed(naarpc::NaaCall& call);
@@ -470,6 +471,7 @@ class SecondService : public naarpc::codegen::ServiceHandler {
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
   std::string_view service_name() const override { return "naarpc.testing.golden.Second"; }
   std::span<const uint8_t> function_codes() const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
 
  private:
   uint8_t HandlePing(naarpc::NaaCall& call);
@@ -1080,6 +1082,7 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
   std::string_view service_name() const override { return "naarpc.testing.golden.Streamer"; }
   std::span<const uint8_t> function_codes() const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
 
  private:
   uint8_t HandleDigest(naarpc::NaaCall& call);

@@ -1,0 +1,181 @@
+#include "tools/naarpc/stats.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <tuple>
+
+#include "runtime/httplib_config.h"
+#include "tools/naarpc/target.h"
+
+namespace naarpc::cli {
+
+Result<std::vector<MetricSample>> ParseExposition(const std::string& text) {
+  std::vector<MetricSample> out;
+  std::istringstream in(text);
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    auto bad = [&] {
+      return InvalidArgumentError("metrics line " + std::to_string(number) + ": '" + line + "'");
+    };
+    MetricSample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') s.name += line[i++];
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const size_t eq = line.find('=', i);
+        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return bad();
+        std::string key = line.substr(i, eq - i), value;
+        i = eq + 2;
+        while (i < line.size() && line[i] != '"') {
+          if (line[i] == '\\' && i + 1 < line.size()) {
+            ++i;
+            value += line[i] == 'n' ? '\n' : line[i];
+          } else {
+            value += line[i];
+          }
+          ++i;
+        }
+        if (i >= line.size()) return bad();
+        ++i;  // closing quote
+        if (i < line.size() && line[i] == ',') ++i;
+        s.labels[key] = value;
+      }
+      if (i >= line.size()) return bad();
+      ++i;  // }
+    }
+    if (i >= line.size() || line[i] != ' ') return bad();
+    char* end = nullptr;
+    const std::string value = line.substr(i + 1);
+    s.value = std::strtod(value.c_str(), &end);
+    if (end == value.c_str()) return bad();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+std::string Micros(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", seconds * 1e6);
+  return buf;
+}
+
+std::string Count(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string StatsTable(const std::vector<MetricSample>& samples, const std::string& side) {
+  using Key = std::tuple<std::string, std::string, std::string>;  // side, routine, peer
+  struct Row {
+    double calls = 0, in_flight = 0, sent = 0, received = 0, errors = 0;
+    double p50 = 0, p90 = 0, p99 = 0, max = 0;
+    std::string error_names;
+  };
+  std::map<Key, Row> rows;
+  for (const MetricSample& s : samples) {
+    if (s.name.rfind("naarpc_", 0) != 0) continue;
+    auto get = [&](const char* k) {
+      auto it = s.labels.find(k);
+      return it == s.labels.end() ? std::string() : it->second;
+    };
+    const std::string row_side = get("side");
+    if (side != "all" && row_side != side) continue;
+    Row& r = rows[Key{row_side, get("routine"), get("peer")}];
+    if (s.name == "naarpc_calls_total") r.calls = s.value;
+    if (s.name == "naarpc_calls_in_flight") r.in_flight = s.value;
+    if (s.name == "naarpc_call_bytes_sent_total") r.sent = s.value;
+    if (s.name == "naarpc_call_bytes_received_total") r.received = s.value;
+    if (s.name == "naarpc_call_errors_total") {
+      r.errors += s.value;
+      r.error_names += (r.error_names.empty() ? "" : " ") + get("status") + "=" + Count(s.value);
+    }
+    if (s.name == "naarpc_call_latency_seconds") {
+      const std::string q = get("quantile");
+      if (q == "0.5") r.p50 = s.value;
+      if (q == "0.9") r.p90 = s.value;
+      if (q == "0.99") r.p99 = s.value;
+      if (q == "1") r.max = s.value;
+    }
+  }
+  std::vector<std::vector<std::string>> table = {{"SIDE", "ROUTINE", "PEER", "CALLS", "ERRORS",
+                                                  "IN_FLIGHT", "SENT_B", "RECEIVED_B", "P50_US",
+                                                  "P90_US", "P99_US", "MAX_US"}};
+  std::vector<std::string> notes;
+  for (const auto& [key, r] : rows) {
+    table.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), Count(r.calls),
+                     Count(r.errors), Count(r.in_flight), Count(r.sent), Count(r.received),
+                     Micros(r.p50), Micros(r.p90), Micros(r.p99), Micros(r.max)});
+    if (!r.error_names.empty()) {
+      notes.push_back(std::get<0>(key) + " " + std::get<1>(key) + " " + std::get<2>(key) +
+                      " errors: " + r.error_names);
+    }
+  }
+  std::vector<size_t> width(table[0].size(), 0);
+  for (const auto& row : table) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : table) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      // Text columns left-aligned, numbers right-aligned.
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += c < 3 ? row[c] + pad : pad + row[c];
+      if (c + 1 < row.size()) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  if (rows.empty()) out += "(no calls yet)\n";
+  for (const std::string& n : notes) out += n + "\n";
+  return out;
+}
+
+int Stats(const StatsArgs& a) {
+  auto target = ParseTarget(a.target);
+  if (!target.ok()) {
+    std::fprintf(stderr, "naarpc: %s\n", target.status().message().c_str());
+    return 2;
+  }
+  if (a.target.find(':') == std::string::npos || a.target.back() == ']') {
+    std::fprintf(stderr, "naarpc: --target needs the metrics port (HOST:PORT)\n");
+    return 2;
+  }
+  httplib::Client http(target->host, target->port);
+  http.set_connection_timeout(5);
+  http.set_read_timeout(10);
+  auto res = http.Get("/metrics");
+  if (!res) {
+    std::fprintf(stderr, "naarpc: no answer from http://%s/metrics (%s)\n", a.target.c_str(),
+                 httplib::to_string(res.error()).c_str());
+    return 4;
+  }
+  if (res->status != 200) {
+    std::fprintf(stderr, "naarpc: http://%s/metrics answered HTTP %d\n", a.target.c_str(),
+                 res->status);
+    return 4;
+  }
+  if (a.raw) {
+    std::fputs(res->body.c_str(), stdout);
+    return 0;
+  }
+  auto samples = ParseExposition(res->body);
+  if (!samples.ok()) {
+    std::fprintf(stderr, "naarpc: %s\n", samples.status().message().c_str());
+    return 1;
+  }
+  std::fputs(StatsTable(*samples, a.side).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace naarpc::cli
