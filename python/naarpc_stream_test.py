@@ -20,17 +20,10 @@ import numpy as np
 import pytest
 
 import naarpc
-from naarpc_test import NAA_SERVER, STREAM, VECTOR, start, stop  # noqa: F401
+# naa_port: the example NAA, one per module (naarpc_test's fixture).
+from naarpc_test import STREAM, VECTOR, naa_port  # noqa: F401
 
 STUB_CLIENT = "python/stub_client"
-
-
-@pytest.fixture(scope="module")
-def naa_port():
-    p, port = start([NAA_SERVER, "--transport", "emulated", "--port", "0",
-                     "--address", "127.0.0.1"], r"on 127\.0\.0\.1:(\d+)")
-    yield port
-    stop(p)
 
 
 @pytest.fixture
