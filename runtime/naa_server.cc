@@ -23,6 +23,7 @@
 #include "naarpc/log.h"
 #include "naarpc/metrics_server.h"
 #include "runtime/admission.h"
+#include "runtime/cycle_clock.h"
 #include "runtime/endpoint.h"
 #include "runtime/event_engine.h"
 #include "runtime/metadata.h"
@@ -394,7 +395,7 @@ class ConnectionServer final : public internal::Driven,
   bool observed_ = false;
   uint8_t observed_code_ = 0;
   uint64_t observed_bytes_in_ = 0;
-  Deadline::Clock::time_point observed_start_{};
+  int64_t observed_start_ns_ = 0;  // CycleClock
   RoutineStats* observed_stats_ = nullptr;
   // The last function code's statistics (a session calls one routine).
   int stats_code_ = -1;
@@ -1446,7 +1447,7 @@ void ConnectionServer::BeginObserved(uint8_t function_code) {
   }
   observed_stats_ = stats_;
   if (observed_stats_ != nullptr) observed_stats_->RecordStart();
-  observed_start_ = Deadline::Clock::now();
+  observed_start_ns_ = internal::CycleClock::NowNanos();
 }
 
 Status ConnectionServer::StartInterceptors(uint8_t function_code) {
@@ -1472,8 +1473,7 @@ Status ConnectionServer::StartInterceptors(uint8_t function_code) {
 void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
   if (!observed_) return;
   observed_ = false;
-  const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      Deadline::Clock::now() - observed_start_);
+  const std::chrono::nanoseconds duration(internal::CycleClock::NowNanos() - observed_start_ns_);
   if (observed_stats_ != nullptr) {
     observed_stats_->RecordNaaEnd(naa_status, bytes_out, observed_bytes_in_,
                                   static_cast<uint64_t>(duration.count()));
