@@ -1651,12 +1651,20 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
   impl->listener = std::move(listener).value();
   // The MRSP receive is posted before the host can send its request (the
   // transport runs this before accepting): no RNR wait at set-up.
-  impl->listener->SetAcceptHook([](Connection& conn) -> Result<std::shared_ptr<void>> {
-    auto ep = std::make_shared<internal::Endpoint>();
-    NAARPC_RETURN_IF_ERROR(ep->SetUp(conn));
-    NAARPC_RETURN_IF_ERROR(ep->PostMrspReceive());
-    return std::shared_ptr<void>(std::move(ep));
-  });
+  // A connection it fails on is refused (the listener goes on with the
+  // next): said in the log, like every other refusal.
+  impl->listener->SetAcceptHook(
+      [shared = impl->shared](Connection& conn) -> Result<std::shared_ptr<void>> {
+        auto ep = std::make_shared<internal::Endpoint>();
+        Status s = ep->SetUp(conn);
+        if (s.ok()) s = ep->PostMrspReceive();
+        if (!s.ok()) {
+          shared->Log("naarpc NAA [" + conn.peer_name() +
+                      "]: refused: preparing its MRSP receive failed: " + s.ToString());
+          return s;
+        }
+        return std::shared_ptr<void>(std::move(ep));
+      });
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
   return std::unique_ptr<NaaServer>(new NaaServer(std::move(impl)));
