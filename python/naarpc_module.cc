@@ -10,7 +10,6 @@
 // pin that session: calls given such an array as an output use that session,
 // so results land in the array without a copy. The GIL is never held while
 // waiting for a session's lock.
-#include <poll.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -733,35 +732,29 @@ unsigned long& MainThreadId() {
 }
 
 // Runs a call (no streams) on this thread, which holds no GIL, waiting for
-// it in slices of at most 50 ms: between them it takes the GIL and runs
-// Python's signal handlers (PyErr_CheckSignals). If one raises (Ctrl-C:
-// KeyboardInterrupt) the call is abandoned (its connection closed, so the
-// NAA's late answer cannot land) and the exception is kept in `*raised`.
+// it on the connection in slices of at most 50 ms (ClientSession::WaitCall:
+// one blocking receive per answer, as a C++ stub's call): between them it
+// takes the GIL and runs Python's signal handlers (PyErr_CheckSignals). If
+// one raises (Ctrl-C: KeyboardInterrupt) the call is abandoned (its
+// connection closed, so the NAA's late answer cannot land) and the
+// exception is kept in `*raised`.
 Status RunInterruptible(DynamicCall& call, const std::map<std::string, ValueView>& inputs,
                         Deadline deadline, std::shared_ptr<py::error_already_set>* raised) {
   constexpr auto kSlice = std::chrono::milliseconds(50);
   Status started = call.Start(inputs, deadline);
   if (!started.ok()) return started;
-  // The slices use the coarse clock (a precise read can cost ~1 us here).
-  auto next_check = Deadline::CoarseNow() + kSlice;
   for (;;) {
-    if (std::optional<Status> done = call.Continue()) return *done;
-    const auto now = Deadline::CoarseNow();
-    if (now >= next_check) {
-      next_check = now + kSlice;
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) {
-        *raised = std::make_shared<py::error_already_set>();  // fetches it
-        call.Abandon();
-        return CancelledError(call.full_name() + ": interrupted");
-      }
+    // The slices use the coarse clock (a precise read can cost ~1 us here).
+    const Deadline slice_end = Deadline::At(Deadline::CoarseNow() + kSlice);
+    if (std::optional<Status> done = call.Wait(Deadline::Earlier(slice_end, deadline))) {
+      return *done;
     }
-    int wait_ms = static_cast<int>(
-        std::chrono::ceil<std::chrono::milliseconds>(next_check - now).count());
-    const int left_ms = deadline.PollTimeoutMs();  // -1: infinite
-    if (left_ms >= 0) wait_ms = std::min(wait_ms, left_ms);
-    pollfd pfd{call.session().notify_fd(), POLLIN, 0};
-    ::poll(&pfd, 1, std::max(wait_ms, 0));
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      *raised = std::make_shared<py::error_already_set>();  // fetches it
+      call.Abandon();
+      return CancelledError(call.full_name() + ": interrupted");
+    }
   }
 }
 
@@ -883,7 +876,7 @@ class Client {
         } else {
           if (has_streams) {
             status = session->call->Invoke(inputs, *streams.bindings, deadline);
-          } else if (main_thread && session->call->session().notify_fd() >= 0) {
+          } else if (main_thread) {
             status = RunInterruptible(*session->call, inputs, deadline, &interrupt);
           } else {
             status = session->call->Invoke(inputs, nullptr, deadline);

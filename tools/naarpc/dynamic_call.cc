@@ -187,6 +187,12 @@ std::optional<Status> DynamicCall::Continue() {
   return Complete(*done);
 }
 
+std::optional<Status> DynamicCall::Wait(Deadline until) {
+  std::optional<Status> done = session_->WaitCall(until);
+  if (!done) return std::nullopt;
+  return Complete(*done);
+}
+
 void DynamicCall::Abandon() { session_->AbandonCall(); }
 
 Status DynamicCall::Complete(const Status& status) {

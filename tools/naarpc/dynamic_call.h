@@ -83,6 +83,9 @@ class DynamicCall {
   // is then in ERROR, its connection closed).
   Status Start(const std::map<std::string, ValueView>& inputs, Deadline deadline);
   std::optional<Status> Continue();
+  // Continue() that blocks on the connection up to `until` (ClientSession::
+  // WaitCall): std::nullopt while the call is still in flight.
+  std::optional<Status> Wait(Deadline until);
   void Abandon();
 
   // After a successful Invoke: the elements of output parameter `param` (not
