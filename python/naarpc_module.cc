@@ -503,6 +503,9 @@ struct StreamOutput {
   // Iterator form: PipeSink::Next and Stop.
   std::function<Result<std::span<const std::byte>>()> next;
   std::function<void()> stop;
+  // Until `until` at most, waits for what next() returns without waiting;
+  // false if `until` came first.
+  std::function<bool(Deadline)> wait;
   bool ended = false;
 };
 
@@ -547,6 +550,9 @@ struct CallStreams {
           return std::as_bytes(chunk);
         };
         o->stop = [sink] { sink->Stop(); };
+        o->wait = [sink](Deadline until) {
+          return sink->WaitForChunkUntil(until) != codegen::PipeSink<T>::Waited::kTimedOut;
+        };
         bindings->Bind<T>(p.stream->index, *sink);
         keep.push_back(sink);
       } else {
@@ -563,6 +569,12 @@ struct CallStreams {
     outputs.push_back(std::move(out));
   }
 };
+
+// The interpreter's main thread (where Python runs signal handlers).
+unsigned long& MainThreadId() {
+  static unsigned long id = 0;
+  return id;
+}
 
 // A call whose output streams are read while it runs (`c.S.R.stream(...)`,
 // docs/python.md): the call runs on its own thread; each output stream is a
@@ -613,6 +625,26 @@ class StreamingCall {
   py::object Next(const std::string& name) {
     StreamOutput& o = Output(name);
     if (o.ended) return py::none();
+    // On the main thread, Ctrl-C is let through between 50 ms waits: the
+    // stream is stopped (the call fails at its next chunk) and the
+    // KeyboardInterrupt raised.
+    if (PyThread_get_thread_ident() == MainThreadId()) {
+      for (;;) {
+        bool ready;
+        {
+          py::gil_scoped_release release;
+          ready = o.wait(Deadline::At(Deadline::CoarseNow() + kStreamCheckInterval));
+        }
+        if (ready) break;
+        if (PyErr_CheckSignals() != 0) {
+          py::error_already_set interrupted;
+          streams_->cancelled->store(true);
+          o.stop();
+          o.ended = true;
+          throw interrupted;
+        }
+      }
+    }
     Result<std::span<const std::byte>> chunk = InternalError("");
     {
       py::gil_scoped_release release;
@@ -725,11 +757,6 @@ class StreamingCall {
   std::thread thread_;
 };
 
-// The interpreter's main thread (where Python runs signal handlers).
-unsigned long& MainThreadId() {
-  static unsigned long id = 0;
-  return id;
-}
 
 // Runs a call (no streams) on this thread, which holds no GIL, waiting for
 // it on the connection in slices of at most 50 ms (ClientSession::WaitCall:
@@ -875,6 +902,18 @@ class Client {
                                     "failed; take a new array with empty()");
         } else {
           if (has_streams) {
+            if (main_thread) {
+              // Ctrl-C ends the call between the stream's waits (its
+              // session is dropped below, as after any failed stream).
+              std::shared_ptr<PyErrors> errors = streams.errors;
+              const std::string what = full;
+              streams.bindings->SetCheck([errors, what]() -> Status {
+                py::gil_scoped_acquire gil;
+                if (PyErr_CheckSignals() == 0) return Status::Ok();
+                errors->Set(py::error_already_set());
+                return CancelledError(what + ": interrupted");
+              });
+            }
             status = session->call->Invoke(inputs, *streams.bindings, deadline);
           } else if (main_thread) {
             status = RunInterruptible(*session->call, inputs, deadline, &interrupt);

@@ -405,3 +405,65 @@ def test_ctrl_c_interrupts_a_blocking_call(tmp_path):
     assert child.returncode == 0, out
     assert "interrupted during the call" in out and "completed" not in out, out
     assert "after: [11.0]" in out, out
+
+
+# ---- Ctrl-C during a stream call --------------------------------------------------------
+
+CTRL_C_STREAM_CHILD = r"""
+import sys
+import numpy as np
+import naarpc
+
+with naarpc.Client(sys.argv[1], sys.argv[2], transport="emulated") as c:
+    try:
+        if sys.argv[3] == "collected":
+            print("calling", flush=True)
+            c.StreamOps.Generate(count=10_000_000, deadline=600)
+        else:
+            chunks = c.StreamOps.Generate.stream(count=10_000_000, deadline=600)
+            first = next(iter(chunks))
+            print("calling", len(first), flush=True)
+            for _ in chunks:
+                pass
+        print("completed", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted during the stream", flush=True)
+    # The client goes on: the interrupted call's connection was dropped.
+    print("after:", len(c.StreamOps.Generate(count=1000).data), flush=True)
+"""
+
+
+@pytest.mark.parametrize("form", ["collected", "iterated"])
+def test_ctrl_c_interrupts_a_stream_call(tmp_path, form):
+    stalled, release = threading.Event(), threading.Event()
+
+    def stalling_generate(call, count, data):
+        n = int(count[0])
+        if n < 1_000_000:
+            data.write(np.zeros(n, np.uint8))
+            return
+        data.write(np.ones(65536, np.uint8))  # one chunk, then the stream stalls
+        stalled.set()
+        release.wait(600)
+
+    script = tmp_path / "child.py"
+    script.write_text(CTRL_C_STREAM_CHILD)
+    with naarpc.serve(STREAM, {"Generate": stalling_generate}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False) as server:
+        child = subprocess.Popen([sys.executable, str(script), STREAM,
+                                  f"127.0.0.1:{server.port}", form],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 env=dict(os.environ))
+        try:
+            assert child.stdout.readline().split()[0] == "calling"
+            assert stalled.wait(120), "the stream never started"
+            child.send_signal(signal.SIGINT)  # the stream is in flight, waiting in C++
+            out, _ = child.communicate(timeout=120)
+        finally:
+            release.set()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert child.returncode == 0, out
+    assert "interrupted during the stream" in out and "completed" not in out, out
+    assert "after: 1000" in out, out

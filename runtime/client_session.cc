@@ -770,6 +770,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
   }
   bool answered = false;
   std::array<Completion, 8> batch;
+  auto next_check = Deadline::CoarseNow() + kStreamCheckInterval;
   for (;;) {
     // Send what the windows and the send queue allow: owed credits first.
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -819,8 +820,14 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     }
     if (answered && !ep.send_budget().signal_pending()) return Status::Ok();
 
-    Result<size_t> n = conn->PollCompletions(batch, deadline);
+    // Waits in slices, and the handler may end the call between them (Check).
+    Result<size_t> n = conn->PollCompletions(
+        batch, Deadline::Earlier(deadline, Deadline::At(next_check)));
     if (!n.ok()) return n.status().WithContext("streaming");
+    if (const auto now = Deadline::CoarseNow(); now >= next_check) {
+      next_check = now + kStreamCheckInterval;
+      NAARPC_RETURN_IF_ERROR(handler.Check());
+    }
     if (*n == 0 && deadline.expired()) {
       return DeadlineExceededError(
           std::string(answered ? "the NAA answered, but our last write was not acknowledged"
