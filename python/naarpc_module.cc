@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "idl/load.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/codegen_stream.h"
 #include "naarpc/comm_state.h"
 #include "naarpc/naa_server.h"
@@ -1462,15 +1463,16 @@ class Server {
     auto made = NewTransport(transport, device);
     if (!made.ok()) Throw(made.status());
     transport_ = std::move(*made);
-    handler_ = std::make_unique<DialectFilter>(*naa_, dialect_);
     ServerOptions options;
+    // Calls of the other dialect get status 0x04.
+    if (dialect_ != "any") options.dialect = dialect_ == "spec" ? Dialect::kSpec : Dialect::kReference;
     options.log = [](std::string_view line) {
       std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
     };
     Result<std::unique_ptr<NaaServer>> started = InvalidArgumentError("");
     {
       py::gil_scoped_release release;
-      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *handler_,
+      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *naa_,
                                  options);
     }
     if (!started.ok()) Throw(started.status());
@@ -1579,24 +1581,6 @@ class Server {
     return kNaaStatusSuccess;
   }
 
-  class DialectFilter final : public NaaHandler {
-   public:
-    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
-    uint8_t Handle(NaaCall& call) override {
-      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
-        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only";
-        return kNaaStatusBadRegionLayout;
-      }
-      return inner_.Handle(call);
-    }
-    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
-      return inner_.KernelTimeout(code);
-    }
-
-   private:
-    NaaHandler& inner_;
-    const std::string dialect_;
-  };
 
   std::shared_ptr<const idl::IdlFile> idl_;
   std::string dialect_, address_;
@@ -1604,7 +1588,6 @@ class Server {
   std::vector<std::shared_ptr<py::object>> holders_;
   std::unique_ptr<cli::DynamicNaa> naa_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<DialectFilter> handler_;
   std::unique_ptr<NaaServer> server_;  // first to go
 };
 
@@ -1654,6 +1637,34 @@ PYBIND11_MODULE(_naarpc, m) {
           py::arg("selector") = "", py::arg("json") = false);
 
   m.def("load_idl", &LoadIdl, py::arg("path"));
+
+  // The process's per-routine statistics (StatsRegistry::Default(): the
+  // calls of every Client, and of every NAA served here), one dict each.
+  m.def("stats", [] {
+    py::list out;
+    for (const naarpc::RoutineStats::Snapshot& s : naarpc::StatsRegistry::Default()->Take()) {
+      py::dict d;
+      d["side"] = std::string(naarpc::CallSideName(s.side));
+      d["routine"] = s.routine;
+      d["peer"] = s.peer;
+      d["calls"] = s.completed;
+      d["in_flight"] = s.in_flight;
+      d["bytes_sent"] = s.bytes_sent;
+      d["bytes_received"] = s.bytes_received;
+      py::dict errors;
+      for (const auto& [name, count] : s.errors) errors[py::str(name)] = count;
+      d["errors"] = errors;
+      // Latency in seconds (the histogram's bucket bounds: a few % coarse).
+      d["latency_p50"] = static_cast<double>(s.latency_ns.Percentile(0.50)) * 1e-9;
+      d["latency_p90"] = static_cast<double>(s.latency_ns.Percentile(0.90)) * 1e-9;
+      d["latency_p99"] = static_cast<double>(s.latency_ns.Percentile(0.99)) * 1e-9;
+      d["latency_max"] = static_cast<double>(s.latency_ns.max) * 1e-9;
+      out.append(d);
+    }
+    return out;
+  });
+  // The same in the Prometheus text format (what a metrics endpoint serves).
+  m.def("metrics_text", [] { return naarpc::RenderPrometheusText(*naarpc::StatsRegistry::Default()); });
 
   py::class_<Client>(m, "Client")
       .def(py::init<const Idl&, std::optional<std::string>, const std::string&,

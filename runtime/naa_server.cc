@@ -1365,6 +1365,10 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     status = kNaaStatusUnknownFunction;
   } else if (req->host_to_naa_bit != (dialect_ == Dialect::kReference)) {
     status = kNaaStatusBadRegionLayout;  // immediate of the other dialect
+  } else if (options_.dialect.has_value() && *options_.dialect != dialect_) {
+    status = kNaaStatusBadRegionLayout;
+    Log("call of function " + std::to_string(req->function_code) + " refused: this NAA serves the " +
+        std::string(DialectName(*options_.dialect)) + " dialect only (ServerOptions::dialect)");
   } else {
     status = ResolveReturnRegions(returns);
   }

@@ -834,6 +834,7 @@ class ErrorsTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
         self.assertIn("1 call(s) on 2 connection(s)", server.output)
+        self.assertIn("refused: this NAA serves the spec dialect only", server.stderr)
 
     def test_serve_port_file(self):
         port_file = os.path.join(tempfile.mkdtemp(), "port")

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "naarpc/codegen_support.h"
+#include "runtime/cycle_clock.h"
 
 namespace naarpc::cli {
 namespace {
@@ -122,12 +123,28 @@ std::string StatusName(const idl::Service& service, uint8_t status) {
 
 Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
     Transport& transport, const std::string& host, uint16_t port, const idl::Service& service,
-    const idl::Routine& routine, const ClientOptions& options, Deadline deadline) {
+    const idl::Routine& routine, const ClientOptions& options, Deadline deadline,
+    std::shared_ptr<StatsRegistry> stats) {
   auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), options, deadline);
   if (!session.ok()) {
     return session.status().WithContext(service.name + "." + routine.name);
   }
-  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session)));
+  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session),
+                                                      std::move(stats), HostPort(host, port)));
+}
+
+void DynamicCall::BeginObserved() {
+  if (stats_ == nullptr) return;
+  stats_->RecordStart();
+  observed_ = true;
+  observed_start_ns_ = internal::CycleClock::NowNanos();
+}
+
+void DynamicCall::EndObserved(const Status& status) {
+  if (!observed_) return;
+  observed_ = false;
+  stats_->RecordEnd(status, last_bytes_sent_, status.ok() ? last_bytes_received_ : 0,
+                    static_cast<uint64_t>(internal::CycleClock::NowNanos() - observed_start_ns_));
 }
 
 Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
@@ -193,20 +210,29 @@ std::optional<Status> DynamicCall::Wait(Deadline until) {
   return Complete(*done);
 }
 
-void DynamicCall::Abandon() { session_->AbandonCall(); }
+void DynamicCall::Abandon() {
+  session_->AbandonCall();
+  EndObserved(CancelledError(name_ + ": abandoned"));
+}
 
 Status DynamicCall::Complete(const Status& status) {
+  Status result = Status::Ok();
   if (!status.ok()) {
-    return codegen::AnnotateCallStatus(
+    result = codegen::AnnotateCallStatus(
         status, name_, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
+  } else {
+    for (const idl::Param& p : routine_.params) {
+      if (!p.is_output() || StreamOf(p)) continue;
+      auto out = Output(p);
+      if (!out.ok()) {
+        result = out.status();
+        break;
+      }
+      last_bytes_received_ += p.data_offset() + out->data.size();
+    }
   }
-  for (const idl::Param& p : routine_.params) {
-    if (!p.is_output() || StreamOf(p)) continue;
-    auto out = Output(p);
-    if (!out.ok()) return out.status();
-    last_bytes_received_ += p.data_offset() + out->data.size();
-  }
-  return Status::Ok();
+  EndObserved(result);
+  return result;
 }
 
 Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
@@ -286,6 +312,7 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
   }
   last_bytes_sent_ = sent;
   last_bytes_received_ = 0;
+  BeginObserved();
   if (start_only) {
     started_send_lengths_ = std::move(send_lengths);  // lives while the call is in flight
     options.send_lengths = started_send_lengths_;

@@ -367,32 +367,14 @@ int Serve(const ServeArgs& a) {
   auto naa = DynamicNaa::Create(services, a.kernels);
   if (!naa.ok()) return Fail(kExitUsage, naa.status().message());
 
-  // Filter by dialect: calls of the other one get status 0x04.
-  class DialectFilter final : public NaaHandler {
-   public:
-    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
-    uint8_t Handle(NaaCall& call) override {
-      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
-        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only (--dialect)";
-        return kNaaStatusBadRegionLayout;
-      }
-      return inner_.Handle(call);
-    }
-    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
-      return inner_.KernelTimeout(code);
-    }
-    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
-
-   private:
-    NaaHandler& inner_;
-    const std::string dialect_;
-  } handler(**naa, a.dialect);
 
   auto transport = NewTransport(a.transport, a.device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
 
   ServerOptions options;
   options.max_regions = a.max_regions;
+  // Calls of the other dialect get status 0x04.
+  if (a.dialect != "any") options.dialect = a.dialect == "spec" ? Dialect::kSpec : Dialect::kReference;
   options.max_connections = a.max_connections;
   options.idle_timeout = std::chrono::milliseconds(a.idle_timeout_ms);
   auto max_bytes = ParseSize(a.max_bytes_per_connection);
@@ -408,7 +390,7 @@ int Serve(const ServeArgs& a) {
     std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };
   auto server =
-      NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler, options);
+      NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), **naa, options);
   if (!server.ok()) return Fail(kExitUnreachable, server.status().ToString());
   const uint16_t port = (*server)->port();
   if (!a.port_file.empty()) {
