@@ -504,8 +504,8 @@ struct StreamOutput {
   // Iterator form: PipeSink::Next and Stop.
   std::function<Result<std::span<const std::byte>>()> next;
   std::function<void()> stop;
-  // Until `until` at most, waits for what next() returns without waiting;
-  // false if `until` came first.
+  // Hands the chunk read last back and waits until `until` at most for
+  // what next() returns without waiting; false if `until` came first.
   std::function<bool(Deadline)> wait;
   bool ended = false;
 };
@@ -521,6 +521,14 @@ struct CallStreams {
   std::vector<std::unique_ptr<StreamOutput>> outputs;  // in IDL order
   std::vector<std::shared_ptr<void>> keep;             // the typed sources and sinks
   std::unique_ptr<codegen::StreamBindings> bindings = std::make_unique<codegen::StreamBindings>();
+
+  CallStreams() {
+    // A cancelled call ends between its waits (StreamHandler::Check), also
+    // when no chunk is moving (an NAA that stalls).
+    bindings->SetCheck([cancelled = cancelled]() -> Status {
+      return cancelled->load() ? CancelledError("the call was cancelled") : Status::Ok();
+    });
+  }
 
   void AddInput(const std::string& full, const idl::Param& p, py::object value) {
     auto in = std::make_shared<StreamInput>(full, p, value, errors, cancelled);
@@ -551,9 +559,7 @@ struct CallStreams {
           return std::as_bytes(chunk);
         };
         o->stop = [sink] { sink->Stop(); };
-        o->wait = [sink](Deadline until) {
-          return sink->WaitForChunkUntil(until) != codegen::PipeSink<T>::Waited::kTimedOut;
-        };
+        o->wait = [sink](Deadline until) { return sink->WaitForNextUntil(until); };
         bindings->Bind<T>(p.stream->index, *sink);
         keep.push_back(sink);
       } else {
@@ -909,7 +915,7 @@ class Client {
               std::shared_ptr<PyErrors> errors = streams.errors;
               const std::string what = full;
               streams.bindings->SetCheck([errors, what]() -> Status {
-                py::gil_scoped_acquire gil;
+                py::gil_scoped_acquire gil;  // (the call's own cancel flag is never set here)
                 if (PyErr_CheckSignals() == 0) return Status::Ok();
                 errors->Set(py::error_already_set());
                 return CancelledError(what + ": interrupted");

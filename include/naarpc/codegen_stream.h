@@ -342,19 +342,17 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
     Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_; });
     return state_ == SlotState::kOffered;
   }
-  // WaitForChunk that gives up at `until` (a reader that must look up now
-  // and then): kTimedOut if `until` came first, kReady if Next() will not
-  // wait (a chunk, or the call's end or failure, or the deadline), and
-  // kHeld if the reader still holds the previous chunk.
-  enum class Waited : uint8_t { kReady, kTimedOut, kHeld };
-  Waited WaitForChunkUntil(Deadline until) {
+  // Reader thread, for a reader that must look up now and then: hands the
+  // chunk it holds back (as Next() would), then waits until `until` at most
+  // for the next; true if Next() will not wait (a chunk, the stream's or
+  // the call's end, or the deadline passed), false if `until` came first.
+  bool WaitForNextUntil(Deadline until) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (state_ == SlotState::kHeld) return Waited::kHeld;
+    HandBackLocked();
     const bool ready =
         Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_ || ended_; },
              until);
-    if (ready || deadline_.expired()) return Waited::kReady;
-    return Waited::kTimedOut;
+    return ready || deadline_.expired();
   }
   // Reader thread: no more reading; the call fails at its next chunk.
   void Stop() {
