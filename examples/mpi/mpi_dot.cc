@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <string>
 #include <fstream>
@@ -85,6 +86,10 @@ int main(int argc, char** argv) {
   const uint8_t codes[] = {VectorArithClient::kDotFunctionCode};
   auto channel = naarpc::Channel::FromEnvironment(codes, options);
   if (!channel.ok()) return fail(channel.status().ToString());
+  if (rank == 0) {
+    std::printf("mpi_dot: %d ranks; NAA_SPEC=%s\n", ranks, std::getenv("NAA_SPEC"));
+    std::fflush(stdout);
+  }
   auto transport = naarpc::NewTransport(transport_name);
   if (!transport.ok()) return fail(transport.status().ToString());
   naarpc::codegen::StubOptions stub;
