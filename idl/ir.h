@@ -116,6 +116,9 @@ struct Routine {
   std::string doc;
   uint32_t timeout_ms = 0;     // kernel timeout
   uint32_t deadline_ms = 0;    // client default deadline
+  // Safe to run twice: a channel over several NAAs retries it on another
+  // NAA when one fails (docs/channel.md).
+  bool idempotent = false;
   std::vector<Param> params;
   std::vector<Internal> internals;
   std::vector<ErrorCode> errors;  // the errors this routine declares
@@ -174,6 +177,7 @@ struct Service {
     std::string client;                      // <S>Client
     std::string service;                     // <S>Service
     std::string mock;                        // Mock<S>Client
+    std::string channel_client;              // <S>ChannelClient
   } cpp;
 };
 

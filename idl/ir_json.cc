@@ -200,6 +200,7 @@ void WriteRoutine(JsonWriter& w, const Routine& r) {
   w.Field("doc", r.doc);
   w.Field("timeout_ms", uint64_t{r.timeout_ms});
   w.Field("deadline_ms", uint64_t{r.deadline_ms});
+  w.Field("idempotent", r.idempotent);
   w.Field("has_variable", r.has_variable());
   w.Field("has_streams", r.has_streams());
   w.Field("stream_count", uint64_t{r.stream_count()});
@@ -252,6 +253,7 @@ void WriteService(JsonWriter& w, const Service& s) {
   w.Field("client", s.cpp.client);
   w.Field("service", s.cpp.service);
   w.Field("mock", s.cpp.mock);
+  w.Field("channel_client", s.cpp.channel_client);
   w.EndObject();
   w.Key("errors");
   w.BeginArray();

@@ -114,7 +114,8 @@ void AssignCppNames(IdlFile& idl) {
   for (Service& s : idl.services) {
     const std::string& S = s.name;
     s.cpp = {S + "Error", S + "ErrorName", S + "ErrorFromStatus", S + "ClientInterface",
-             S + "Client", S + "Service", "Mock" + S + "Client"};
+             S + "Client", S + "Service", "Mock" + S + "Client",
+             S + "ChannelClient"};
     for (ErrorCode& e : s.errors) e.enumerator = "k" + PascalFromUpperSnake(e.name);
     for (Routine& r : s.routines) {
       const std::string& R = r.name;

@@ -30,6 +30,7 @@ constexpr FieldRule kRoutineFields[] = {
     {"doc", FieldKind::kString},
     {"timeout_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
     {"deadline_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
+    {"idempotent", FieldKind::kBoolean},
     {"params", FieldKind::kList, true},
     {"internal", FieldKind::kList},
     {"errors", FieldKind::kList},

@@ -238,6 +238,14 @@ class Builder {
       }
     }
     NumberStreams(r, rt);
+    if (std::optional<bool> idem = r.Boolean("idempotent")) {
+      rt.idempotent = *idem;
+      if (rt.idempotent && rt.has_streams()) {
+        sink_.Error(r.At("idempotent"), r.Path("idempotent"),
+                    "routine '" + shown + "' has streams and cannot be idempotent: its sources "
+                    "are read once, so a retry on another NAA could not send them again");
+      }
+    }
     if (params != nullptr && directions_known) {
       bool in = false, out = false;
       for (const Param& p : rt.params) in |= p.is_input(), out |= p.is_output();

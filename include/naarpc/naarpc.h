@@ -6,6 +6,7 @@
 #define NAARPC_NAARPC_H_
 
 #include "naarpc/call_stats.h"
+#include "naarpc/channel.h"
 #include "naarpc/client_session.h"
 #include "naarpc/comm_state.h"
 #include "naarpc/deadline.h"

@@ -709,6 +709,66 @@ class ExampleServerOptionsTest(unittest.TestCase):
                     self.assertNotIn(deprecation, server.stderr)
 
 
+# ---- several targets: a channel over NAAs (docs/channel.md) ---------------------------------
+
+class ChannelCallTest(unittest.TestCase):
+
+    def setUp(self):
+        self.servers = [example_server(), example_server()]
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+
+    def targets(self):
+        out = []
+        for s in self.servers:
+            out += ["--target", "127.0.0.1:%d" % s.port]
+        return out
+
+    def test_calls_spread_over_the_targets(self):
+        rc, out, err = run("call", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--repeat", "4", "Dot", "--in", "a=[1, 2]", "--in", "b=[3, 4]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [11]", out)
+        for s in self.servers:
+            self.assertIn("NAA 127.0.0.1:%d: 2 call(s), 0 error(s)\n" % s.port, out)
+
+    def test_naa_spec_entries_make_the_channel(self):
+        spec = ",".join("127.0.0.1:%d:5:3" % s.port for s in self.servers)
+        rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", "--repeat", "2",
+                           "--json", "Dot", "--in", "a=[1]", "--in", "b=[2]",
+                           env=clean_env(NAA_SPEC=spec))
+        self.assertEqual(rc, EXIT_OK, err)
+        naas = json.loads(out)["naas"]
+        self.assertEqual([n["calls"] for n in naas], [1, 1])
+
+    def test_a_stopped_naa_is_ejected_and_idempotent_calls_go_on(self):
+        self.servers[0].stop()
+        rc, out, err = run("call", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--repeat", "3", "Dot", "--in", "a=[2]", "--in", "b=[2]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [4]", out)
+        self.assertIn("NAA 127.0.0.1:%d: 1 call(s), 1 error(s), ejected\n"
+                      % self.servers[0].port, out)
+        self.assertIn("NAA 127.0.0.1:%d: 3 call(s), 0 error(s)\n" % self.servers[1].port, out)
+
+    def test_the_same_target_twice(self):
+        t = "127.0.0.1:%d" % self.servers[0].port
+        rc, _, err = run("call", "--idl", VECTOR, "--target", t, "--target", t, "Dot",
+                         "--in", "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("--target '%s' is given twice" % t, err)
+
+    def test_bench_spreads_clients_over_the_targets(self):
+        rc, out, err = run("bench", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--clients", "2", "--duration", "0.2", "--no-baseline", "Dot",
+                           "--in", "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("and on 127.0.0.1:%d (client c calls NAA c mod 2)"
+                      % self.servers[1].port, out)
+
+
 # ---- connection errors, NAA_SPEC, serve options -----------------------------------------------
 
 class ErrorsTest(unittest.TestCase):

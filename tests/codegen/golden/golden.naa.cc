@@ -542,6 +542,110 @@ void KitchenClient::EchoAsync(
       std::move(done));
 }
 
+// ===== Kitchen: client over a channel of NAAs ==========================
+
+KitchenChannelClient::KitchenChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<KitchenClient>>(
+          transport, std::move(channel), options)) {}
+
+KitchenChannelClient KitchenChannelClient::with_key(uint64_t key) const {
+  KitchenChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status KitchenChannelClient::Mixed(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Kitchen.Mixed", false, key_, deadline,
+      [&](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> KitchenChannelClient::MixedAsync(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void KitchenChannelClient::MixedAsync(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Kitchen.Mixed", false, key_, deadline,
+      [=](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status KitchenChannelClient::Echo(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Kitchen.Echo", true, key_, deadline,
+      [&](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Echo(x, y, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> KitchenChannelClient::EchoAsync(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  EchoAsync(x, y, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void KitchenChannelClient::EchoAsync(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Kitchen.Echo", true, key_, deadline,
+      [=](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.EchoAsync(x, y, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
 // ===== Kitchen: software-NAA skeleton ================================
 
 std::span<const uint8_t> KitchenService::function_codes() const {
@@ -867,6 +971,51 @@ void SecondClient::PingAsync(
           deadline,
           [=](PingCall& naarpc_c) { SecondPingCopyIn(naarpc_c, v); },
           [=](PingCall& naarpc_c) { SecondPingCopyOut(naarpc_c, v); }),
+      std::move(done));
+}
+
+// ===== Second: client over a channel of NAAs ==========================
+
+SecondChannelClient::SecondChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<SecondClient>>(
+          transport, std::move(channel), options)) {}
+
+SecondChannelClient SecondChannelClient::with_key(uint64_t key) const {
+  SecondChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status SecondChannelClient::Ping(
+    uint32_t* v,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Second.Ping", false, key_, deadline,
+      [&](SecondClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Ping(v, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> SecondChannelClient::PingAsync(
+    uint32_t* v,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  PingAsync(v, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void SecondChannelClient::PingAsync(
+    uint32_t* v,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Second.Ping", false, key_, deadline,
+      [=](SecondClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.PingAsync(v, std::move(naarpc_done), naarpc_d);
+      },
       std::move(done));
 }
 
@@ -1635,6 +1784,307 @@ void StreamerClient::WideAsync(
   this->engine_.RunBlocking([=, this, &out] {
     return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, deadline);
   }, std::move(done));
+}
+
+// ===== Streamer: client over a channel of NAAs ==========================
+
+StreamerChannelClient::StreamerChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<StreamerClient>>(
+          transport, std::move(channel), options)) {}
+
+StreamerChannelClient StreamerChannelClient::with_key(uint64_t key) const {
+  StreamerChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status StreamerChannelClient::Digest(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Digest", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Digest(seed, data, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Digest", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.DigestAsync(seed, data, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Digest(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Digest", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Digest(seed, data, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Digest", false, key_, deadline,
+      [=, &data](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.DigestAsync(seed, data, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Convert(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Convert", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Convert(src, dst, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Convert", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ConvertAsync(src, dst, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Convert(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Convert", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Convert(src, dst, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Convert", false, key_, deadline,
+      [=, &src, &dst](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ConvertAsync(src, dst, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Wide", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Wide", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Wide", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Wide", false, key_, deadline,
+      [=, &out](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
 }
 
 // ===== Streamer: software-NAA skeleton ================================

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "naarpc/call_engine.h"
+#include "naarpc/channel.h"
+#include "naarpc/channel_stub.h"
 #include "naarpc/codegen_support.h"
 #include "naarpc/deadline.h"
 #include "naarpc/naa_server.h"
@@ -286,6 +288,79 @@ class KitchenClient final : public KitchenClientInterface {
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
+// ===== Kitchen: client over a channel of NAAs ==========================
+// Calls Kitchen on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines (Echo)// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One KitchenClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as KitchenClient.
+class KitchenChannelClient final : public KitchenClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  KitchenChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                    const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  KitchenChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  KitchenClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Mixed(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+  void MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+
+  naarpc::Status Echo(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+  void EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<KitchenClient>> stubs_;
+  std::optional<uint64_t> key_;
+};
+
 // ===== Kitchen: software-NAA skeleton ================================
 // Derive, implement one kernel per routine, and serve it with
 // naarpc::NaaServer::Start(transport, host, port, service). Kernels run
@@ -446,6 +521,41 @@ class SecondClient final : public SecondClientInterface {
  private:
   std::shared_ptr<naarpc::codegen::SessionPool> pool_ping_;
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Second: client over a channel of NAAs ==========================
+// Calls Second on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One SecondClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as SecondClient.
+class SecondChannelClient final : public SecondClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  SecondChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                   const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  SecondChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  SecondClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Ping(
+      uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> PingAsync(
+      uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+  void PingAsync(
+      uint32_t* v,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<SecondClient>> stubs_;
+  std::optional<uint64_t> key_;
 };
 
 // ===== Second: software-NAA skeleton ================================
@@ -999,6 +1109,189 @@ class StreamerClient final : public StreamerClientInterface {
   std::shared_ptr<naarpc::codegen::SessionPool> pool_convert_;
   std::shared_ptr<naarpc::codegen::SessionPool> pool_wide_;
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Streamer: client over a channel of NAAs ==========================
+// Calls Streamer on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One StreamerClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as StreamerClient.
+class StreamerChannelClient final : public StreamerClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  StreamerChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                     const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  StreamerChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  StreamerClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Digest(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  naarpc::Status Digest(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+
+  naarpc::Status Convert(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  naarpc::Status Convert(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<StreamerClient>> stubs_;
+  std::optional<uint64_t> key_;
 };
 
 // ===== Streamer: software-NAA skeleton ================================
