@@ -61,6 +61,8 @@ std::string List(const std::vector<uint64_t>& v) {
   return s + "]";
 }
 
+constexpr size_t W = LayoutProblem::kWholeField;
+
 std::optional<LayoutProblem> Problem(std::string field, size_t index, std::string message) {
   return LayoutProblem{std::move(field), index, std::move(message)};
 }
@@ -117,18 +119,18 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
   switch (l.kind) {
     case Layout::Kind::kContiguous:
       if (l.elements < 1 || l.elements > kMaxLayoutExtent)
-        return Problem("elements", 0, "a contiguous layout needs 1.." + limit + " elements");
+        return Problem("elements", W, "a contiguous layout needs 1.." + limit + " elements");
       return std::nullopt;
     case Layout::Kind::kStrided: {
-      if (l.count < 1) return Problem("count", 0, "count must be at least 1");
-      if (l.block < 1) return Problem("block", 0, "block must be at least 1 element");
+      if (l.count < 1) return Problem("count", W, "count must be at least 1");
+      if (l.block < 1) return Problem("block", W, "block must be at least 1 element");
       if (l.count > 1 && l.stride < l.block)
-        return Problem("stride", 0,
+        return Problem("stride", W,
                        "stride " + std::to_string(l.stride) + " < block " +
                            std::to_string(l.block) + ": consecutive blocks would overlap");
       const uint64_t reach = Add(Add(l.offset, Mul(l.count - 1, l.stride)), l.block);
       if (reach > kMaxLayoutExtent)
-        return Problem("count", 0,
+        return Problem("count", W,
                        "the layout reaches " + std::to_string(reach) +
                            " elements from its base; at most " + limit);
       return std::nullopt;
@@ -136,15 +138,15 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
     case Layout::Kind::kSubArray: {
       const size_t r = l.shape.size();
       if (r < 2 || r > 3)
-        return Problem("shape", 0,
+        return Problem("shape", W,
                        "a subarray has 2 or 3 dimensions, got " + std::to_string(r) +
                            " (one dimension: use strided or composite)");
       if (l.extents.size() != r)
-        return Problem("extents", 0,
+        return Problem("extents", W,
                        "extents has " + std::to_string(l.extents.size()) +
                            " dimensions, shape " + std::to_string(r));
       if (!l.offsets.empty() && l.offsets.size() != r)
-        return Problem("offsets", 0,
+        return Problem("offsets", W,
                        "offsets has " + std::to_string(l.offsets.size()) +
                            " dimensions, shape " + std::to_string(r));
       uint64_t total = 1;
@@ -155,7 +157,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
         total = Mul(total, l.shape[i]);
       }
       if (total > kMaxLayoutExtent)
-        return Problem("shape", 0,
+        return Problem("shape", W,
                        "the array " + List(l.shape) + " has " + std::to_string(total) +
                            " elements; at most " + limit);
       for (size_t i = 0; i < r; ++i) {
@@ -170,7 +172,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
     }
     case Layout::Kind::kComposite: {
       if (l.pieces.empty() || l.pieces.size() > kMaxLayoutPieces)
-        return Problem("pieces", 0,
+        return Problem("pieces", W,
                        "a composite layout has 1.." + std::to_string(kMaxLayoutPieces) +
                            " pieces, got " + std::to_string(l.pieces.size()));
       for (size_t i = 0; i < l.pieces.size(); ++i) {
@@ -211,7 +213,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
     }
     case Layout::Kind::kInterleaved: {
       if (l.repeat.size() < 2 || l.repeat.size() > kMaxLayoutArrays)
-        return Problem("repeat", 0,
+        return Problem("repeat", W,
                        "interleaved takes 2.." + std::to_string(kMaxLayoutArrays) +
                            " arrays, got " + std::to_string(l.repeat.size()));
       for (size_t i = 0; i < l.repeat.size(); ++i) {
@@ -221,13 +223,13 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
       }
       const uint64_t cycle = RepeatSum(l);
       if (l.elements < 1 || l.elements % cycle != 0 || l.elements > kMaxLayoutExtent)
-        return Problem("elements", 0,
+        return Problem("elements", W,
                        std::to_string(l.elements) + " elements are not whole cycles of " +
                            std::to_string(cycle) + " (the sum of repeat " + List(l.repeat) + ")");
       return std::nullopt;
     }
   }
-  return Problem("kind", 0, "unknown layout kind");
+  return Problem("kind", W, "unknown layout kind");
 }
 
 uint64_t LayoutElements(const Layout& l) {

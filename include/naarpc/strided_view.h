@@ -72,10 +72,11 @@ struct Layout {
 std::string_view LayoutKindName(Layout::Kind kind);  // "strided", ...
 
 // What is wrong with a layout: the field ("stride", "offsets", "pieces", ...)
-// and, for lists, the entry's index.
+// and, for a list's entry, its index (kWholeField: the field as a whole).
 struct LayoutProblem {
+  static constexpr size_t kWholeField = ~size_t{0};
   std::string field;
-  size_t index = 0;
+  size_t index = kWholeField;
   std::string message;
 };
 // Checks a layout on its own: stride < block, offsets + extents beyond the
