@@ -1,5 +1,5 @@
 // Zero-copy sends of a parameter laid out in the caller's memory
-// (docs/protocol.md 17, seed 004): RDMA WRITEs whose gather lists name the
+// (docs/protocol.md 16, seed 004): RDMA WRITEs whose gather lists name the
 // layout's runs in registered memory, at most max_send_sge entries each,
 // chained; the target receives the elements packed, in wire order.
 #ifndef NAARPC_RUNTIME_GATHER_WRITES_H_

@@ -101,7 +101,7 @@ struct SendRequest {
   uint64_t wr_id = 0;
   WorkOpcode opcode = WorkOpcode::kSend;  // kSend, kRdmaWrite, kRdmaWriteWithImm
   LocalBuffer local;         // what to send/write (length may be 0)
-  // A gather list (ibv_send_wr's sg_list, docs/protocol.md 17): if not
+  // A gather list (ibv_send_wr's sg_list, docs/protocol.md 16): if not
   // empty, the payload is these buffers one after the other and `local` is
   // ignored; each is checked like `local` (lkey, bounds). At most
   // Connection::max_send_sge() entries (more: kInvalidArgument, nothing

@@ -1,4 +1,4 @@
-// Gather lists (SendRequest::sg_list, docs/protocol.md 17) on both transports
+// Gather lists (SendRequest::sg_list, docs/protocol.md 16) on both transports
 // (the verbs cases skip without an RDMA device and run in the Soft-RoCE
 // guest): a strided layout sent zero-copy from registered memory as chained
 // RDMA WRITEs of at most max_send_sge entries lands packed at the target;

@@ -317,7 +317,7 @@ TEST_F(VerbsMemoryWindow, Type2RebindGivesANewKeyAndTheOldOneFails) {
 // checks the window's key and state but only the underlying MR's bounds
 // (rxe_resp.c check_rkey: mr_check_range on the MR): seen in the guest, a
 // write below a window bound at +256 lands. naarpc therefore binds windows
-// over MRs of exactly the region (docs/protocol.md 17), so the MR's bounds are
+// over MRs of exactly the region (docs/protocol.md 16), so the MR's bounds are
 // the window's; this case records what the device does.
 TEST_F(VerbsMemoryWindow, Type2WindowRangeIsChecked) {
   MwPtr mw(ibv_alloc_mw(lb_.pd_.get(), IBV_MW_TYPE_2));
@@ -326,7 +326,7 @@ TEST_F(VerbsMemoryWindow, Type2WindowRangeIsChecked) {
   ASSERT_NE(k, 0u);
   const ibv_wc_status st = lb_.Write(src_mr_.get(), 64, host_addr(), k);
   if (std::strncmp(ibv_get_device_name(lb_.ctx_->device), "rxe", 3) == 0) {
-    EXPECT_EQ(st, IBV_WC_SUCCESS) << "rxe now checks a window's range: update docs/protocol.md 17";
+    EXPECT_EQ(st, IBV_WC_SUCCESS) << "rxe now checks a window's range: update docs/protocol.md 16";
     std::printf("rxe: a write outside the window (inside its MR) landed\n");
     return;
   }

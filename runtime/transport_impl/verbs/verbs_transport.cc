@@ -50,7 +50,7 @@ constexpr timespec kZeroTimeout{0, 0};
 // Internal wr_id layout: top bit marks receives, the rest is a sequence.
 constexpr uint64_t kRecvBit = 1ull << 63;
 // Gather entries asked of a queue pair (SendRequest::sg_list; docs/protocol.md
-// 17): enough to cut a strided layout into few work requests, few enough
+// 16): enough to cut a strided layout into few work requests, few enough
 // that the send queue entries stay small.
 constexpr uint32_t kWantedSendSge = 16;
 
