@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "idl/internal/cpp_names.h"
+#include "idl/internal/layout.h"
 #include "idl/internal/schema.h"
 
 namespace naarpc::idl::internal {
@@ -352,6 +353,7 @@ class Builder {
       }
     }
     prm.doc = p.String("doc").value_or("");
+    if (p.Has("layout")) ReadLayout(p, prm, count, sink_);
     if (prm.stream) {
       prm.count = 0;
     } else if (type && count) {

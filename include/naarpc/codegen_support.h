@@ -33,6 +33,7 @@
 #include "naarpc/region_layout.h"
 #include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
+#include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 
 namespace naarpc::codegen {

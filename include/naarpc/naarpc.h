@@ -22,6 +22,7 @@
 #include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
 #include "naarpc/stream.h"
+#include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 #include "naarpc/transport_factory.h"
 

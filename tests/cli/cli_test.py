@@ -27,6 +27,7 @@ VECTOR = os.path.abspath("services/vector/vector.naa.yaml")
 CHECKED = os.path.abspath("services/checked/checked.naa.yaml")
 INCREMENT = os.path.abspath("services/increment/increment.naa.yaml")
 STREAM = os.path.abspath("services/stream/stream.naa.yaml")
+LAYOUTS = os.path.abspath("tests/e2e/layouts.naa.yaml")
 
 # Only turns a hang into a failure; no test relies on it.
 HANG_GUARD_S = 120
@@ -183,6 +184,18 @@ class DescribeTest(unittest.TestCase):
         self.assertEqual(doc["services"][0]["errors"],
                          [{"name": "BAD_INPUT", "code": 0x20, "doc": "the input was refused",
                            "routine": ""}])
+
+    def test_layouts(self):
+        rc, out, err = run("describe", LAYOUTS, "Layouts.Mesh")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("in    xyz: f32[12]  48 B, caller's layout interleaved{repeat [1, 1, 1], "
+                      "elements 12} (12 runs)", out)
+        rc, out, err = run("describe", "--json", LAYOUTS, "Layouts.ScaleColumn")
+        self.assertEqual(rc, EXIT_OK, err)
+        layout = json.loads(out)["services"][0]["routines"][0]["params"][0]["layout"]
+        self.assertEqual(layout, {"kind": "strided",
+                                  "text": "strided{count 64, block 1, stride 64, offset 5}",
+                                  "runs": 64, "reach": [4038]})
 
     def test_json_selector(self):
         rc, out, err = run("describe", "--json", VECTOR, "VectorArith.Dot")
@@ -426,6 +439,30 @@ class CallServeBase:
             self.assertEqual(rc, EXIT_USAGE)
             self.assertIn("region 0 'w': single_send needs the reference dialect", err)
             self.assertIn("--dialect reference", err)
+
+    def test_layouts(self):
+        # docs/idl.md "Layouts": the caller's memory (what the layout reaches)
+        # is gathered; the packed elements go as they are; outputs print packed.
+        server = naarpc_serve(LAYOUTS)
+        try:
+            xyz = "xyz=[1, 2, 3, 4, 10, 20, 30, 40, 100, 200, 300, 400]"
+            rc, out, err = self.call(server, "Mesh", "--in", xyz, "--json", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["sums"], [1, 10, 100, 2])
+            matrix = "col=seq:%d" % (63 * 64 + 5 + 1)
+            rc, out, err = self.call(server, "ScaleColumn", "--in", matrix, "--json", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["col"][:3], [5, 69, 133])
+            rc, out, err = self.call(server, "ScaleColumn", "--in", "col=seq:64", "--json",
+                                     idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["col"][:3], [0, 1, 2])
+            rc, out, err = self.call(server, "ScaleColumn", "--in", "col=seq:65", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_USAGE, err)
+            self.assertIn("expected the caller's memory, 4038 f64 elements (its layout reaches "
+                          "them), or the packed 64, got 65", err)
+        finally:
+            self.assertEqual(server.stop(), 0)
 
     def test_streams(self):
         # An output stream echoes the next input stream (+1 here), a fixed

@@ -236,7 +236,7 @@ TEST(Load, MissingAndUnknownFields) {
                                                           "{name: out, type: f32, size: 4, direction: out, color: red}")));
   EXPECT_TRUE(HasError(text, 8, 13, "services[0].routines[0].params[0].direction", "required field is missing"));
   EXPECT_TRUE(HasError(text, 9, 61, "services[0].routines[0].params[1].color",
-                       "unknown field (allowed: name, type, size, max, direction, single_send, stream, doc)"));
+                       "unknown field (allowed: name, type, size, max, direction, single_send, stream, layout, doc)"));
   EXPECT_TRUE(HasError("services: []\n", 1, 1, "package", "required field is missing"));
   EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, direction: in}",
                                                       "{name: out, type: f32, size: 4, direciton: out}"))),

@@ -235,6 +235,15 @@ Status DynamicCall::Complete(const Status& status) {
   return result;
 }
 
+// Elements of the caller's memory a parameter's layout reaches (all arrays).
+static uint64_t LayoutReach(const idl::Param& p) {
+  uint64_t total = 0;
+  if (p.layout) {
+    for (uint64_t r : p.layout->reach) total += r;
+  }
+  return total;
+}
+
 Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
                                StreamHandler* external,
                                std::map<std::string, Value>* stream_outputs, Deadline deadline,
@@ -264,8 +273,19 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
       }
       continue;
     }
+    if (p->layout && value.count == LayoutReach(*p) && value.data.size() == want_bytes) {
+      continue;  // the caller's memory: gathered by the layout below
+    }
     if ((p->variable ? value.count > p->count : value.count != p->count) ||
         value.data.size() != want_bytes) {
+      if (p->layout) {
+        return InvalidArgumentError(
+            name + ": parameter '" + param_name + "' (caller's layout " +
+            LayoutToString(p->layout->layout) + ") takes the caller's memory, " +
+            std::to_string(LayoutReach(*p)) + " elements, or the packed " +
+            std::to_string(p->count) + " elements (" + TypeName(*p) + "), got " +
+            std::to_string(value.count) + "; nothing was sent");
+      }
       return InvalidArgumentError(name + ": parameter '" + param_name + "' " +
                                   (p->variable ? "takes at most " : "needs exactly ") +
                                   std::to_string(p->count) + " elements (" + TypeName(*p) +
@@ -295,6 +315,20 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
       continue;
     }
     std::byte* const dst = buffer.data() + p.data_offset();
+    if (p.layout && v.count == LayoutReach(p)) {
+      // The caller's memory (interleaved: the arrays one after the other):
+      // packed by the layout, as a generated stub does.
+      const size_t elem = idl::Describe(p.type).size;
+      std::vector<const std::byte*> bases;
+      const std::byte* at = v.data.data();
+      for (uint64_t reach : p.layout->reach) {
+        bases.push_back(at);
+        at += reach * elem;
+      }
+      GatherBytes(p.layout->layout, elem, bases, dst);
+      sent += send_lengths[p.index];
+      continue;
+    }
     // Already in place (an array over the registered buffer): nothing to copy.
     if (!v.data.empty() && v.data.data() != dst) std::memmove(dst, v.data.data(), v.data.size());
     if (p.variable) {

@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -441,6 +442,7 @@ class EmuConnection final : public Connection {
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
   uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
+  uint32_t max_send_sge() const override { return std::max<uint32_t>(opts_.max_send_sge, 1); }
 
  private:
   // What a send WR puts on the wire. Fault injection may change it, move it
@@ -451,6 +453,8 @@ class EmuConnection final : public Connection {
     bool delayed = false;
     uint32_t len = 0;
     const uint8_t* payload = nullptr;
+    // A gather list's bytes, gathered when posted (SendRequest::sg_list).
+    std::shared_ptr<const std::vector<uint8_t>> gathered;
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint32_t imm = 0;
@@ -482,6 +486,7 @@ class EmuConnection final : public Connection {
   struct OutFrame {
     uint8_t hdr[kHdrSize];
     const uint8_t* payload = nullptr;
+    std::shared_ptr<const std::vector<uint8_t>> gathered;  // keeps `payload` alive
     uint32_t len = 0;
     uint32_t corrupt_off = UINT32_MAX;
     uint8_t corrupt_byte = 0;
@@ -700,6 +705,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
           "emulated transport: the solicited-event bit applies to SEND and "
           "RDMA_WRITE_WITH_IMM only (wr_id " + std::to_string(r.wr_id) + ")");
     }
+    if (r.sg_list.size() > max_send_sge()) {
+      return InvalidArgumentError(
+          "emulated transport: wr_id " + std::to_string(r.wr_id) + " has " +
+          std::to_string(r.sg_list.size()) + " gather entries; the queue pair takes " +
+          std::to_string(max_send_sge()) + " (max_send_sge): chain work requests");
+    }
   }
   // Like an RC send queue: a slot is freed only by polling the completion of
   // its WR or of a later one (unsignaled WRs alone never free slots).
@@ -725,7 +736,34 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     w.msg.remote_addr = r.remote_addr;
     w.msg.rkey = r.rkey;
     w.msg.imm = r.imm_data;
-    if (w.len > 0) {
+    if (!r.sg_list.empty()) {
+      // Every entry checked like `local` (an HCA fails the WR with a local
+      // protection error), then gathered into one payload.
+      uint64_t total = 0;
+      uint32_t err = kEmuErrNone;
+      for (const LocalBuffer& b : r.sg_list) {
+        uint32_t index;
+        if (b.length > 0) err = mrs_->Check(b.lkey, MrTable::kLkeyTag, b.addr, b.length, 0, &index);
+        if (err != kEmuErrNone) break;
+        total += b.length;
+      }
+      if (err == kEmuErrNone && total > UINT32_MAX) err = kEmuErrBadLkey;
+      w.len = w.msg.len = static_cast<uint32_t>(std::min<uint64_t>(total, UINT32_MAX));
+      if (err != kEmuErrNone) {
+        w.fail = CompletionStatus::kLocalProtectionError;
+        w.vendor_err = err;
+      } else {
+        auto bytes = std::make_shared<std::vector<uint8_t>>(total);
+        uint8_t* at = bytes->data();
+        for (const LocalBuffer& b : r.sg_list) {
+          if (b.length == 0) continue;
+          std::memcpy(at, reinterpret_cast<const void*>(static_cast<uintptr_t>(b.addr)), b.length);
+          at += b.length;
+        }
+        w.msg.payload = bytes->data();
+        w.msg.gathered = std::move(bytes);
+      }
+    } else if (w.len > 0) {
       uint32_t index;
       uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index);
       if (err != kEmuErrNone) {
@@ -1071,6 +1109,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr);
   f.payload = m.payload;
+  f.gathered = m.gathered;
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);

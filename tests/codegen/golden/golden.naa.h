@@ -1383,6 +1383,293 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   uint8_t HandleWide(naarpc::NaaCall& call);
 };
 
+// ===== Stencil: status codes =========================================
+// Parameters laid out non-contiguously in the caller's memory (docs/idl.md
+// "Layouts").
+// Statuses a Stencil routine returns: 0 success, application errors
+// 0x10..0x7f from the IDL. (0x01..0x0f are the runtime's, see ErrorName.)
+enum class StencilError : uint8_t {
+  kOk = 0x00,
+};
+
+// The name of an NAA status as declared in the IDL ("DIVISION_BY_ZERO"), of a
+// standard status ("KERNEL_TIMEOUT"), "OK" for 0, or "" if unknown.
+std::string_view StencilErrorName(uint8_t status);
+
+// The application error a failed call returned (kNaaError with a status
+// declared in the IDL), else nullopt.
+std::optional<StencilError> StencilErrorFromStatus(const naarpc::Status& status);
+
+// ===== Stencil: client ===============================================
+// Typed stubs. Every method checks the sizes of its arguments first (nothing
+// is sent on kInvalidArgument); a non-zero NAA status comes back as
+// kNaaError whose wire_code() is the status and whose message names it.
+class StencilClientInterface {
+ public:
+  static constexpr uint8_t kColumnFunctionCode = 1;
+  static constexpr std::chrono::milliseconds kColumnDefaultDeadline{11000};
+  static constexpr uint8_t kHaloFunctionCode = 2;
+  static constexpr std::chrono::milliseconds kHaloDefaultDeadline{11000};
+  static constexpr uint8_t kMeshFunctionCode = 3;
+  static constexpr std::chrono::milliseconds kMeshDefaultDeadline{11000};
+
+  virtual ~StencilClientInterface() = default;
+
+  // Column (function code 1): Column 2 of a 4 x 5 matrix in, a contiguous result out.
+  //   col: in, 4 x f64, caller's layout strided{count 4, block 1, stride 5, offset 2} (4 runs)
+  //   sum: out, 1 x f64
+  virtual naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+  // Asynchronous Column: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before ColumnAsync has returned); `done` must not block.
+  virtual void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+
+  // Halo (function code 2)
+  //   face: inout, 16 x f32, caller's layout subarray{shape [4, 4, 4], extents [4, 4, 1], offsets [0, 0, 3]} (16 runs)
+  virtual naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+  // Asynchronous Halo: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before HaloAsync has returned); `done` must not block.
+  virtual void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+
+  // Mesh (function code 3)
+  //   xyz: in, 6 x f32, caller's layout interleaved{repeat [1, 1, 1], elements 6} (6 runs)
+  //   picked: out, 5 x u16, caller's layout composite{[8, 2], [0, 3]} (2 runs)
+  virtual naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+  // Asynchronous Mesh: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before MeshAsync has returned); `done` must not block.
+  virtual void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+};
+
+// Talks to one NAA (host:port) serving Stencil: one connection (MRSP,
+// region layout) per routine and call in flight, opened on first use and
+// reopened after a failure. Thread-safe. Destroying the client ends its
+// asynchronous calls still queued or in flight with kCancelled (their
+// connections closed) and waits for connects in progress; a zero-copy call
+// object may outlive it.
+class StencilClient final : public StencilClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client.
+  StencilClient(naarpc::Transport& transport, std::string host, uint16_t port,
+             const naarpc::codegen::StubOptions& options = {});
+  ~StencilClient() override;
+  StencilClient(const StencilClient&) = delete;
+  StencilClient& operator=(const StencilClient&) = delete;
+
+  naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+
+  // Zero-copy Column: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class ColumnCall {
+   public:
+    // col: in, 4 x f64.
+    std::span<double> col() const;
+    // sum: out, 1 x f64.
+    std::span<double> sum() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit ColumnCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Column (connecting if needed).
+  naarpc::Result<ColumnCall> NewColumnCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline));
+
+  naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+
+  // Zero-copy Halo: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class HaloCall {
+   public:
+    // face: inout, 16 x f32.
+    std::span<float> face() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit HaloCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Halo (connecting if needed).
+  naarpc::Result<HaloCall> NewHaloCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline));
+
+  naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+
+  // Zero-copy Mesh: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class MeshCall {
+   public:
+    // xyz: in, 6 x f32.
+    std::span<float> xyz() const;
+    // picked: out, 5 x u16.
+    std::span<uint16_t> picked() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit MeshCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Mesh (connecting if needed).
+  naarpc::Result<MeshCall> NewMeshCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline));
+
+ private:
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_column_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_halo_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_mesh_;
+  naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Stencil: software-NAA skeleton ================================
+// Derive, implement one kernel per routine, and serve it with
+// naarpc::NaaServer::Start(transport, host, port, service). Kernels run
+// concurrently for different connections. A kernel returns kOk or an
+// application error; an exception becomes status 0x05 (KERNEL_FAILED).
+// Handle() answers unknown function codes with 0x03 and region layouts that
+// do not match the routine with 0x04 before any kernel runs.
+class StencilService : public naarpc::codegen::ServiceHandler {
+ public:
+  static constexpr std::chrono::milliseconds kColumnTimeout{10000};
+  static constexpr std::chrono::milliseconds kHaloTimeout{10000};
+  static constexpr std::chrono::milliseconds kMeshTimeout{10000};
+
+  ~StencilService() override = default;
+
+  // Column (function code 1, timeout 10000 ms): Column 2 of a 4 x 5 matrix in, a contiguous result out.
+  //   col: in, 4 x f64, caller's layout strided{count 4, block 1, stride 5, offset 2} (4 runs)
+  //   sum: out, 1 x f64
+  virtual StencilError Column(
+      const naarpc::NaaCall& call,
+      std::span<const double> col,
+      double& sum) = 0;
+
+  // Halo (function code 2, timeout 10000 ms)
+  //   face: inout, 16 x f32, caller's layout subarray{shape [4, 4, 4], extents [4, 4, 1], offsets [0, 0, 3]} (16 runs)
+  virtual StencilError Halo(
+      const naarpc::NaaCall& call,
+      std::span<float> face) = 0;
+
+  // Mesh (function code 3, timeout 10000 ms)
+  //   xyz: in, 6 x f32, caller's layout interleaved{repeat [1, 1, 1], elements 6} (6 runs)
+  //   picked: out, 5 x u16, caller's layout composite{[8, 2], [0, 3]} (2 runs)
+  virtual StencilError Mesh(
+      const naarpc::NaaCall& call,
+      std::span<const float> xyz,
+      std::span<uint16_t> picked) = 0;
+
+  uint8_t Handle(naarpc::NaaCall& call) final;
+  std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+  std::string_view service_name() const override { return "naarpc.testing.golden.Stencil"; }
+  std::span<const uint8_t> function_codes() const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
+
+ private:
+  uint8_t HandleColumn(naarpc::NaaCall& call);
+  uint8_t HandleHalo(naarpc::NaaCall& call);
+  uint8_t HandleMesh(naarpc::NaaCall& call);
+};
+
 }  // namespace naarpc::testing::golden
 
 #endif  // TESTS_CODEGEN_TESTDATA_GOLDEN_NAA_H_
