@@ -1012,10 +1012,19 @@ class VerbsTransport final : public Transport {
     NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
 
     std::string target = HostPort(host, port);
+    std::optional<Status> refused;  // the last refusal, if any attempt was refused
     for (int attempt = 0;; ++attempt) {
       bool rejected = false;
       auto conn = TryConnect(dst, deadline, &rejected);
       if (conn.ok()) return conn;
+      if (rejected) refused = conn.status();
+      if (!rejected && refused.has_value() && deadline.expired()) {
+        // An attempt after a refusal ran out of time waiting for its answer
+        // (a slow CM): the refusal is still the answer.
+        return Status(refused->code(), "verbs connect to " + target + " refused " +
+                                           std::to_string(attempt) +
+                                           " time(s) until the deadline: " + refused->message());
+      }
       bool retry = rejected && attempt < opt_.connect_retries && !deadline.expired();
       if (!retry) {
         std::string extra = rejected ? " after " + std::to_string(attempt + 1) + " attempt(s)" : "";
