@@ -2728,6 +2728,121 @@ void StencilClient::MeshAsync(
       std::move(done));
 }
 
+// ===== Stencil: client over a channel of NAAs ==========================
+
+StencilChannelClient::StencilChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<StencilClient>>(
+          transport, std::move(channel), options)) {}
+
+StencilChannelClient StencilChannelClient::with_key(uint64_t key) const {
+  StencilChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status StencilChannelClient::Column(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Column", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Column(col, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ColumnAsync(col, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Column", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ColumnAsync(col, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StencilChannelClient::Halo(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Halo", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Halo(face, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  HaloAsync(face, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Halo", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.HaloAsync(face, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StencilChannelClient::Mesh(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Mesh", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Mesh(xyz, picked, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MeshAsync(xyz, picked, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Mesh", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.MeshAsync(xyz, picked, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
 // ===== Stencil: software-NAA skeleton ================================
 
 std::span<const uint8_t> StencilService::function_codes() const {

@@ -291,7 +291,8 @@ class KitchenClient final : public KitchenClientInterface {
 // ===== Kitchen: client over a channel of NAAs ==========================
 // Calls Kitchen on the NAAs of a naarpc::Channel (naarpc/channel.h):
 // each call goes to the NAA the channel's policy picks; an NAA that fails
-// is ejected for a while. Calls of idempotent routines (Echo)// that fail on one NAA are retried on another within their deadline; the
+// is ejected for a while. Calls of idempotent routines (Echo)
+// that fail on one NAA are retried on another within their deadline; the
 // others fail with the error naming the NAA. One KitchenClient per NAA,
 // made on first use, with `options`. Thread-safe; copies (with_key) share
 // the clients. Over a channel of one NAA it behaves as KitchenClient.
@@ -526,7 +527,8 @@ class SecondClient final : public SecondClientInterface {
 // ===== Second: client over a channel of NAAs ==========================
 // Calls Second on the NAAs of a naarpc::Channel (naarpc/channel.h):
 // each call goes to the NAA the channel's policy picks; an NAA that fails
-// is ejected for a while. Calls of idempotent routines// that fail on one NAA are retried on another within their deadline; the
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
 // others fail with the error naming the NAA. One SecondClient per NAA,
 // made on first use, with `options`. Thread-safe; copies (with_key) share
 // the clients. Over a channel of one NAA it behaves as SecondClient.
@@ -1114,7 +1116,8 @@ class StreamerClient final : public StreamerClientInterface {
 // ===== Streamer: client over a channel of NAAs ==========================
 // Calls Streamer on the NAAs of a naarpc::Channel (naarpc/channel.h):
 // each call goes to the NAA the channel's policy picks; an NAA that fails
-// is ejected for a while. Calls of idempotent routines// that fail on one NAA are retried on another within their deadline; the
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
 // others fail with the error naming the NAA. One StreamerClient per NAA,
 // made on first use, with `options`. Thread-safe; copies (with_key) share
 // the clients. Over a channel of one NAA it behaves as StreamerClient.
@@ -1619,6 +1622,70 @@ class StencilClient final : public StencilClientInterface {
   std::shared_ptr<naarpc::codegen::SessionPool> pool_halo_;
   std::shared_ptr<naarpc::codegen::SessionPool> pool_mesh_;
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Stencil: client over a channel of NAAs ==========================
+// Calls Stencil on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One StencilClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as StencilClient.
+class StencilChannelClient final : public StencilClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  StencilChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                    const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  StencilChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  StencilClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+
+  naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+
+  naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<StencilClient>> stubs_;
+  std::optional<uint64_t> key_;
 };
 
 // ===== Stencil: software-NAA skeleton ================================
