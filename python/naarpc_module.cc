@@ -577,6 +577,17 @@ struct CallStreams {
   }
 };
 
+// The parameter a keyword argument names; TypeError listing the routine's
+// parameters if none.
+const idl::Param& ParamOf(const idl::Routine& routine, const std::string& full,
+                          const std::string& pname) {
+  if (const idl::Param* p = routine.FindParam(pname)) return *p;
+  std::string names;
+  for (const idl::Param& q : routine.params) names += (names.empty() ? "" : ", ") + q.name;
+  throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
+                       "' (parameters: " + names + ")");
+}
+
 // The interpreter's main thread (where Python runs signal handlers).
 unsigned long& MainThreadId() {
   static unsigned long id = 0;
@@ -839,13 +850,7 @@ class Client {
     std::set<std::string> given;
     for (auto [key, value] : kwargs) {
       const std::string pname = py::cast<std::string>(key);
-      const idl::Param* p = routine->FindParam(pname);
-      if (p == nullptr) {
-        std::string names;
-        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
-        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
-                             "' (parameters: " + names + ")");
-      }
+      const idl::Param* p = &ParamOf(*routine, full, pname);
       given.insert(pname);
       if (p->is_stream() && p->is_input()) {
         streams.AddInput(full, *p, py::reinterpret_borrow<py::object>(value));
@@ -1020,13 +1025,7 @@ class Client {
     std::map<std::string, ValueView> inputs;
     for (auto [key, value] : kwargs) {
       const std::string pname = py::cast<std::string>(key);
-      const idl::Param* p = routine->FindParam(pname);
-      if (p == nullptr) {
-        std::string names;
-        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
-        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
-                             "' (parameters: " + names + ")");
-      }
+      const idl::Param* p = &ParamOf(*routine, full, pname);
       if (!p->is_input()) {
         throw py::type_error(full + ".stream(): parameter '" + pname + "' is an output (" +
                              std::string(idl::DirectionName(p->direction)) +
