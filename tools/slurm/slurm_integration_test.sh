@@ -237,6 +237,7 @@ while IFS= read -r line; do
     for i in 1 2 3 4; do
       if [[ "${naa_port[$i]}" == "${victim_port:-}" ]]; then
         kill "${naa_pid[$i]}"; killed="naa$i"
+        wait "${naa_pid[$i]}" 2>/dev/null || true  # gone before the job goes on
       fi
     done
     echo go >"$T/go"
