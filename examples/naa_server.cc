@@ -6,10 +6,11 @@
 // library's stock kernels (codes 1, 2, 3 on any region layout, reference
 // dialect), so the reference's own host clients can be pointed at it.
 #include <CLI/CLI.hpp>
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "naarpc/codegen_support.h"
 #include "naarpc/naa_server.h"
@@ -23,8 +24,6 @@
 #include "services/vector/vector_service.h"
 
 namespace {
-volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,6 +76,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "naa_server: --max_regions is deprecated; use --max-regions\n");
   }
 
+  // Ctrl-C and SIGTERM are taken synchronously (sigwait below), so they are
+  // blocked before any thread (transport, server) starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
   auto transport = naarpc::NewTransport(transport_name, device);
   if (!transport.ok()) {
     std::fprintf(stderr, "naa_server: %s\n", transport.status().ToString().c_str());
@@ -124,9 +131,8 @@ int main(int argc, char** argv) {
                 naarpc::HostPort(metrics_address, (*server)->metrics_port()).c_str());
   }
   std::fflush(stdout);
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int sig = 0;
+  sigwait(&stop, &sig);
   std::printf("naa_server: %llu connection(s) served; shutting down\n",
               static_cast<unsigned long long>((*server)->connections_accepted()));
   (*server)->Shutdown();
