@@ -917,8 +917,10 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
   const std::string where = "NAA at " + HostPort(host, port);
-  auto conn = transport.Connect(host, port,
-                                Deadline::Earlier(deadline, Deadline::After(options.connect_timeout)));
+  ConnectOptions connect;
+  connect.retry_refused = options.retry_refused_connect;
+  auto conn = transport.Connect(
+      host, port, Deadline::Earlier(deadline, Deadline::After(options.connect_timeout)), connect);
   if (!conn.ok()) {
     if (conn.status().code() == StatusCode::kDeadlineExceeded && deadline.expired()) {
       return DeadlineExceededError("connecting to " + where +

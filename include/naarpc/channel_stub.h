@@ -99,7 +99,11 @@ class ChannelStubs {
     if (clients_.size() <= index) clients_.resize(index + 1);
     if (!clients_[index]) {
       const NaaAddress a = channel_->naa(index);
-      clients_[index] = std::make_unique<Client>(transport_, a.host, a.port, options_);
+      StubOptions options = options_;
+      // With somewhere else to go, a refusing NAA fails its attempt at once
+      // instead of spending the call's deadline on connect retries.
+      if (channel_->size() > 1) options.session.retry_refused_connect = false;
+      clients_[index] = std::make_unique<Client>(transport_, a.host, a.port, options);
     }
     return clients_[index].get();
   }

@@ -41,6 +41,11 @@ struct ClientOptions {
   // calls), saving one WRITE per call. true rewrites it with every call, as
   // the spec's naaice_write_data does, for an NAA that reuses region 0.
   bool metadata_every_call = false;
+  // Connecting retries while the NAA refuses (still starting up), within
+  // connect_timeout (ConnectOptions::retry_refused). A channel of several
+  // NAAs turns it off: a refusing NAA fails the attempt at once, and the
+  // call moves on to another NAA.
+  bool retry_refused_connect = true;
 };
 
 struct CallOptions {

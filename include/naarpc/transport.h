@@ -237,13 +237,28 @@ class Listener {
   virtual void Shutdown() = 0;
 };
 
+// How Connect treats a peer that refuses the connection.
+struct ConnectOptions {
+  // true: retry while the peer refuses (an NAA still starting up), within the
+  // deadline and the transport's connect_retries. false: the first refusal
+  // is the answer (kUnavailable), for a caller with somewhere else to go (a
+  // channel of several NAAs), where waiting on a dead NAA would spend the
+  // call's deadline.
+  bool retry_refused = true;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view name() const = 0;
+  Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
+                                              Deadline deadline) {
+    return Connect(host, port, deadline, ConnectOptions{});
+  }
   virtual Result<std::unique_ptr<Connection>> Connect(const std::string& host,
                                                       uint16_t port,
-                                                      Deadline deadline) = 0;
+                                                      Deadline deadline,
+                                                      const ConnectOptions& options) = 0;
   virtual Result<std::unique_ptr<Listener>> Listen(const std::string& host,
                                                    uint16_t port) = 0;
 };

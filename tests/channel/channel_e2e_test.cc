@@ -206,6 +206,34 @@ TEST_F(ChannelE2e, IdempotentCallsMoveOffAKilledNaaAndNoneIsLost) {
   EXPECT_EQ(c[1].errors, 0u);
 }
 
+// A dead NAA refuses connections. Alone, a client retries a refusal (the NAA
+// may be starting); in a channel of several the call moves on at once,
+// instead of spending its deadline on connect retries (here the client's
+// transport and session would retry for longer than the call's deadline).
+TEST_F(ChannelE2e, ARefusingNaaIsLeftAtOnceForAnotherOne) {
+  Start(2);
+  naas_[0]->Kill();
+  naarpc::EmulatedOptions patient;
+  patient.connect_retries = 1'000'000;
+  patient.connect_retry_delay = 1s;
+  auto transport = naarpc::NewEmulatedTransport(patient);
+  auto channel = MakeChannel();
+  naarpc::codegen::StubOptions stub;
+  stub.session.connect_timeout = std::chrono::hours(1);
+  ch::WhereChannelClient client(*transport, channel, stub);
+  uint32_t id = 99, echo = 0;
+  // Round robin: NAA 0 first. Count is not idempotent, but a refused call
+  // was never sent, so it moves too.
+  Status s = client.Count(6, &id, Deadline::After(60s));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(id, 1u);
+  s = client.Which(5, &id, &echo, Deadline::After(60s));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(id, 1u);
+  EXPECT_GE(channel->Counters()[0].failures, 1u);
+  EXPECT_EQ(naas_[1]->impl.runs.load(), 1);
+}
+
 TEST_F(ChannelE2e, AnNaaThatDiesMidCallFailsOtherCallsNamingIt) {
   Start(2);
   auto channel = MakeChannel();

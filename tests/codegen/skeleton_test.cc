@@ -254,8 +254,9 @@ TEST(ErrorNames, FromIdlAndStandard) {
 class CountingTransport final : public naarpc::Transport {
  public:
   std::string_view name() const override { return "counting"; }
-  naarpc::Result<std::unique_ptr<naarpc::Connection>> Connect(const std::string&, uint16_t,
-                                                              naarpc::Deadline) override {
+  using naarpc::Transport::Connect;
+  naarpc::Result<std::unique_ptr<naarpc::Connection>> Connect(
+      const std::string&, uint16_t, naarpc::Deadline, const naarpc::ConnectOptions&) override {
     ++connects;
     return naarpc::UnavailableError("no NAA here");
   }

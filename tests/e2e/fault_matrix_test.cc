@@ -228,9 +228,11 @@ class ProbeTransport final : public Transport {
   void ReleaseReply() { release_reply_.Set(); }
 
   std::string_view name() const override { return inner_.name(); }
+  using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
-                                              Deadline deadline) override {
-    return inner_.Connect(host, port, deadline);
+                                              Deadline deadline,
+                                              const ConnectOptions& options) override {
+    return inner_.Connect(host, port, deadline, options);
   }
   Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {
     NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, inner_.Listen(host, port));

@@ -57,9 +57,12 @@ class WrappingTransport final : public Transport {
   WrappingTransport(Transport& inner, Wrap wrap) : inner_(inner), wrap_(std::move(wrap)) {}
 
   std::string_view name() const override { return inner_.name(); }
+  using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
-                                              Deadline deadline) override {
-    NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, inner_.Connect(host, port, deadline));
+                                              Deadline deadline,
+                                              const ConnectOptions& options) override {
+    NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c,
+                            inner_.Connect(host, port, deadline, options));
     return wrap_(std::move(c));
   }
   Result<std::unique_ptr<Listener>> Listen(const std::string& host, uint16_t port) override {

@@ -1732,8 +1732,10 @@ class EmuTransport final : public Transport {
 
   std::string_view name() const override { return "emulated"; }
 
+  using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
-                                              Deadline deadline) override {
+                                              Deadline deadline,
+                                              const ConnectOptions& options) override {
     if (port == 0) return InvalidArgumentError("emulated transport: Connect to port 0");
     NAARPC_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, Resolve(host, port, /*passive=*/false));
     const std::string target = HostPort(host, port);
@@ -1761,7 +1763,7 @@ class EmuTransport final : public Transport {
         }
       }
       const int err = c.err == 0 ? 0 : first_err;
-      if (err == ECONNREFUSED && attempt < opts_.connect_retries) {
+      if (err == ECONNREFUSED && options.retry_refused && attempt < opts_.connect_retries) {
         auto wake = std::min(deadline.when(), Clock::now() + opts_.connect_retry_delay);
         std::this_thread::sleep_until(wake);
         if (!deadline.expired()) continue;

@@ -1007,8 +1007,10 @@ class VerbsTransport final : public Transport {
 
   std::string_view name() const override { return "verbs"; }
 
+  using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
-                                              Deadline deadline) override {
+                                              Deadline deadline,
+                                              const ConnectOptions& options) override {
     NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
 
     std::string target = HostPort(host, port);
@@ -1025,7 +1027,8 @@ class VerbsTransport final : public Transport {
                                            std::to_string(attempt) +
                                            " time(s) until the deadline: " + refused->message());
       }
-      bool retry = rejected && attempt < opt_.connect_retries && !deadline.expired();
+      bool retry = rejected && options.retry_refused && attempt < opt_.connect_retries &&
+                   !deadline.expired();
       if (!retry) {
         std::string extra = rejected ? " after " + std::to_string(attempt + 1) + " attempt(s)" : "";
         return Status(conn.status().code(), "verbs connect to " + target + extra + ": " +
