@@ -199,6 +199,8 @@ class ScriptedNaa {
   }
 
   uint32_t return_rkey() const { return return_rkey_; }
+  // What NaaServer does after an error completion (docs/protocol.md 7.4).
+  void Disconnect() { conn_->Disconnect().IgnoreError(); }
 
  private:
   Result<std::unique_ptr<MemoryRegion>> Reg(std::vector<uint8_t>& buf, size_t n, uint32_t access) {
@@ -246,7 +248,9 @@ TEST_P(MemoryWindowE2eTest, WriteAfterTheCallEndedIsARemoteAccessErrorAndLandsNo
     NAARPC_ASSIGN_OR_RETURN(CompletionStatus first, naa.Write(/*final=*/true));
     if (first != CompletionStatus::kSuccess) return InternalError("the call's own write failed");
     late_write.wait();  // the host's call has returned
-    return naa.Write(/*final=*/false);
+    Result<CompletionStatus> late_status = naa.Write(/*final=*/false);
+    naa.Disconnect();
+    return late_status;
   });
   auto s = ClientSession::Open(*transport_, address_, naa.port(), Layout(), WindowOptions());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -261,7 +265,8 @@ TEST_P(MemoryWindowE2eTest, WriteAfterTheCallEndedIsARemoteAccessErrorAndLandsNo
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, CompletionStatus::kRemoteAccessError) << CompletionStatusName(*r);
   for (size_t i = 0; i < kN; ++i) ASSERT_EQ(uint8_t(out[i]), 0x11) << "byte " << i;
-  // The connection is in error on the host too: the session says so.
+  // The connection is in error on the host too (the NAA, which saw the
+  // error, disconnects): the session says so.
   const auto end = std::chrono::steady_clock::now() + kTimeout;
   while (!(*s)->PeerGone()) ASSERT_LT(std::chrono::steady_clock::now(), end);
   EXPECT_FALSE((*s)->Call(kPlusOne, Deadline::After(kTimeout)).ok());
