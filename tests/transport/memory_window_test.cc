@@ -9,6 +9,7 @@
 // disconnect.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -338,6 +339,74 @@ TEST_P(MemoryWindowTest, LocalRequestsCompleteInOrderWithTheirWrIds) {
   // Closed again: the key of that bind writes nothing.
   EXPECT_EQ(PeerWrite(host_addr(), rs[2].rkey), CompletionStatus::kRemoteAccessError);
   EXPECT_TRUE(HostUntouched());
+}
+
+// An invalidate racing a large incoming write through its window. The
+// emulated transport orders them whole: the write lands completely (the
+// invalidate waits for it) or fails completely (memory untouched). On a
+// device the packets after the invalidate fail, so a failed write may have
+// placed a prefix; a successful one has placed everything on both.
+TEST_P(MemoryWindowTest, InvalidateRacingAWriteInFlight) {
+  constexpr size_t kBig = 8 << 20;
+  std::vector<uint8_t> big(kBig, kHostByte), src(kBig, kPeerByte);
+  auto bmr = host_->RegisterMemory(big.data(), kBig, kAccessLocalWrite | kAccessMwBind);
+  ASSERT_TRUE(bmr.ok()) << bmr.status().ToString();
+  auto smr = peer_->RegisterMemory(src.data(), kBig, 0);
+  ASSERT_TRUE(smr.ok()) << smr.status().ToString();
+  SendRequest bind;
+  bind.wr_id = 1;
+  bind.opcode = WorkOpcode::kBindWindow;
+  bind.window = window_.get();
+  bind.window_region = bmr->get();
+  bind.local = {reinterpret_cast<uintptr_t>(big.data()), uint32_t(kBig), (*bmr)->lkey()};
+  bind.window_access = kAccessRemoteWrite;
+  ASSERT_EQ(HostLocal(bind), CompletionStatus::kSuccess);
+  const uint32_t key = window_->rkey();
+  SendRequest w;
+  w.wr_id = 2;
+  w.opcode = WorkOpcode::kRdmaWrite;
+  w.local = {reinterpret_cast<uintptr_t>(src.data()), uint32_t(kBig), (*smr)->lkey()};
+  w.remote_addr = reinterpret_cast<uintptr_t>(big.data());
+  w.rkey = key;
+  ASSERT_TRUE(peer_->PostSend(std::span<const SendRequest>(&w, 1)).ok());
+  SendRequest inv;
+  inv.wr_id = 3;
+  inv.opcode = WorkOpcode::kLocalInvalidate;
+  inv.rkey = key;
+  ASSERT_TRUE(host_->PostSend(std::span<const SendRequest>(&inv, 1)).ok());
+  std::optional<CompletionStatus> wrote, invalidated;
+  bool peer_down = false, host_down = false;
+  const Deadline end = Deadline::After(kTimeout);
+  while ((!wrote && !peer_down) || (!invalidated && !host_down)) {
+    ASSERT_FALSE(end.expired()) << "completions missing";
+    Completion c[4];
+    if (!host_down) {
+      auto n = host_->PollCompletions(c, Deadline::After(1ms));
+      if (!n.ok()) host_down = true;
+      for (size_t i = 0; n.ok() && i < *n; ++i) {
+        if (c[i].wr_id == 3) invalidated = c[i].status;
+      }
+    }
+    if (!peer_down) {
+      auto n = peer_->PollCompletions(c, Deadline::After(1ms));
+      if (!n.ok()) peer_down = true;
+      for (size_t i = 0; n.ok() && i < *n; ++i) {
+        if (c[i].wr_id == 2) wrote = c[i].status;
+      }
+    }
+  }
+  ASSERT_TRUE(wrote.has_value());
+  const size_t landed = size_t(std::count(big.begin(), big.end(), kPeerByte));
+  if (*wrote == CompletionStatus::kSuccess) {
+    EXPECT_EQ(landed, kBig) << "a successful write landed whole";
+    ASSERT_TRUE(invalidated.has_value());
+    EXPECT_EQ(*invalidated, CompletionStatus::kSuccess);
+  } else {
+    EXPECT_EQ(*wrote, CompletionStatus::kRemoteAccessError) << CompletionStatusName(*wrote);
+    if (GetParam() == "emulated") {
+      EXPECT_EQ(landed, 0u) << "a failed write placed nothing";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MemoryWindowTest, ::testing::Values("emulated", "verbs"),
