@@ -801,6 +801,9 @@ Status ClientSession::Impl::CloseWindows(std::optional<Deadline> wait) {
   Status s = conn->PostSend(window_wrs);
   if (s.ok() && wait) {
     ep.send_budget().OnPosted(static_cast<uint32_t>(window_wrs.size()), true, last);
+    // Blocks on the connection (a local completion, also from ContinueCall):
+    // PollCompletions arms and consumes on its own.
+    ForgetNotify();
     s = internal::PollUntil(*conn, *wait, "invalidating the call's memory windows",
                             [&](const Completion& c, bool& done) -> Status {
                               if (c.status != CompletionStatus::kSuccess) {

@@ -6,6 +6,7 @@
 // error at the NAA and the host's memory stays as it was. Behaviour only:
 // every wait is for a completion, a call's end or a disconnect.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <cstring>
@@ -87,6 +88,31 @@ TEST_P(MemoryWindowE2eTest, CallsThroughWindowsReturnCorrectResults) {
     for (size_t i = 0; i < kN; ++i) {
       ASSERT_EQ(uint8_t(out[i]), uint8_t(call + i + 1)) << "call " << call << " byte " << i;
     }
+  }
+  server->Shutdown();
+}
+
+// The non-blocking call path of event loops (StartCall, ContinueCall on
+// notify_fd) closes the windows too, and the next call's notification works.
+TEST_P(MemoryWindowE2eTest, EventLoopCallsThroughWindows) {
+  auto server = Serve();
+  ASSERT_NE(server, nullptr);
+  auto s = ClientSession::Open(*transport_, address_, server->port(), Layout(), WindowOptions());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int call = 0; call < 50; ++call) {
+    auto in = (*s)->buffer(0);
+    for (size_t i = 0; i < kN; ++i) in[i] = std::byte(uint8_t(3 * call + i));
+    ASSERT_TRUE((*s)->StartCall(kPlusOne, Deadline::After(kTimeout)).ok());
+    std::optional<Status> done;
+    const auto end = std::chrono::steady_clock::now() + kTimeout;
+    while (!(done = (*s)->ContinueCall())) {
+      ASSERT_LT(std::chrono::steady_clock::now(), end) << "call " << call << " never ended";
+      pollfd p{(*s)->notify_fd(), POLLIN, 0};
+      ASSERT_GE(::poll(&p, 1, 1000), 0);
+    }
+    ASSERT_TRUE(done->ok()) << "call " << call << ": " << done->ToString();
+    auto out = (*s)->buffer(1);
+    for (size_t i = 0; i < kN; ++i) ASSERT_EQ(uint8_t(out[i]), uint8_t(3 * call + i + 1));
   }
   server->Shutdown();
 }
