@@ -5,6 +5,7 @@
 // in one run; the median of the rounds' means is reported.
 //   bazel run -c opt //bench:memory_window_bench [-- --iterations N]
 //   verbs (Soft-RoCE guest): --transport verbs --address <rxe netdev address>
+//   one row (e.g. to profile it): --size 1048576
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -46,11 +47,13 @@ double MeanMicros(ClientSession& s, int calls) {
 int Main(int argc, char** argv) {
   int iterations = 2000;
   std::string transport_name = "emulated", address = "127.0.0.1";
+  size_t only_size = 0;  // --size: one row only (profiling)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--iterations") iterations = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--transport") transport_name = argv[i + 1];
     else if (a == "--address") address = argv[i + 1];
+    else if (a == "--size") only_size = std::strtoull(argv[i + 1], nullptr, 10);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -78,6 +81,7 @@ int Main(int argc, char** argv) {
   std::printf("| bytes in/out | calls/round | plain us/call | windows us/call | windows / plain |\n");
   std::printf("|---|---|---|---|---|\n");
   for (size_t n : {size_t{64}, size_t{4096}, size_t{1} << 20}) {
+    if (only_size != 0 && n != only_size) continue;
     std::vector<RegionSpec> layout = {{"in", Direction::kIn, n}, {"out", Direction::kOut, n}};
     ClientOptions with;
     with.memory_windows = true;
