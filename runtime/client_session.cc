@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime/endpoint.h"
+#include "runtime/metadata.h"
 #include "runtime/mrsp.h"
 #include "runtime/send_queue_budget.h"
 #include "runtime/state_machine.h"
@@ -84,6 +85,9 @@ class ClientSession::Impl {
     Buffer owned;                 // when spec.external_buffer == nullptr
     std::byte* data = nullptr;
     std::unique_ptr<MemoryRegion> mr;
+    // Per-call memory windows: the window over `mr` (return parameters);
+    // declared after `mr`, so destroyed before it.
+    std::unique_ptr<MemoryWindow> window;
   };
 
   StateMachine sm{Role::kHost};
@@ -100,6 +104,14 @@ class ClientSession::Impl {
   uint64_t calls_completed = 0;
   std::vector<Stream> streams;       // in stream order
   uint32_t output_windows = 0;       // receives kept up for output chunks
+  // Per-call memory windows (ClientOptions::memory_windows, docs/protocol.md
+  // 4.5): the parameter of each metadata entry; whether the windows are
+  // bound now (between BeginCall and EndCall); scratch work requests.
+  bool use_windows = false;
+  std::vector<size_t> metadata_params;
+  bool windows_open = false;
+  uint64_t window_seq = 0;
+  std::vector<SendRequest> window_wrs;
 
   // ERROR is terminal: the peer's access to our memory ends at once, so a
   // late write cannot land in the user's buffers.
@@ -111,6 +123,8 @@ class ClientSession::Impl {
   }
   void ReleaseRemoteAccess() {
     if (conn) conn->Disconnect().IgnoreError();
+    windows_open = false;
+    for (auto& p : params) p.window.reset();  // before its region
     for (auto& p : params) p.mr.reset();
     metadata_mr.reset();
   }
@@ -125,6 +139,10 @@ class ClientSession::Impl {
   // The halves of a call (DoCall, or StartCall + ContinueCall): validate and
   // post; take one completion; turn the outcome into the caller's status.
   Status BeginCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // Binds every return parameter's window (new keys) and writes the keys
+  // into the metadata; CloseWindows invalidates them and waits until done.
+  Status OpenWindows();
+  Status CloseWindows(std::optional<Deadline> wait);
   Status OnCallCompletion(const Completion& c, bool& done);
   Status EndCall(Status polled);
   std::optional<Status> ContinueCall();
@@ -282,7 +300,8 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
     WireRegion meta;
     meta.param = WireRegion::kMetadata;
     // A routine that returns only streams: one zero entry (an empty list).
-    meta.size = static_cast<uint32_t>(std::max<size_t>(return_regions, 1) * kMetadataEntrySize);
+    meta.size = static_cast<uint32_t>(std::max<size_t>(return_regions, 1) *
+                                      (use_windows ? kMetadataWindowEntrySize : kMetadataEntrySize));
     wire.push_back(meta);
   }
   wire.insert(wire.end(), param_wire.begin(), param_wire.end());
@@ -317,24 +336,39 @@ Status ClientSession::Impl::Register() {
       NAARPC_ASSIGN_OR_RETURN(p.owned, Buffer::Allocate(p.spec.size));
       p.data = p.owned.data();
     }
-    // Minimal access: the NAA writes only return regions.
-    const uint32_t access = IsOutput(p.spec.direction)
-                                ? (kAccessLocalWrite | kAccessRemoteWrite)
-                                : 0;
+    // Minimal access: the NAA writes only return regions (with windows:
+    // only through a window bound while a call runs).
+    const bool windowed = use_windows && IsReturn(p.spec);
+    const uint32_t access = !IsOutput(p.spec.direction) ? 0
+                            : windowed                  ? (kAccessLocalWrite | kAccessMwBind)
+                                                        : (kAccessLocalWrite | kAccessRemoteWrite);
     auto mr = conn->RegisterMemory(p.data, p.spec.size, access);
     if (!mr.ok()) return mr.status().WithContext("registering " + Quote(p.spec.name));
     p.mr = std::move(mr).value();
+    if (windowed) {
+      auto w = conn->AllocateWindow();
+      if (!w.ok()) return w.status().WithContext("memory window for " + Quote(p.spec.name));
+      p.window = std::move(w).value();
+    }
   }
   if (options.dialect == Dialect::kSpec) {
     NAARPC_ASSIGN_OR_RETURN(metadata, Buffer::Allocate(wire[0].size));
-    // The return addresses, big-endian, in write-back order.
+    // The return addresses, big-endian, in write-back order (with windows:
+    // and each call's window key, OpenWindows).
     size_t k = 0;
+    metadata_params.clear();
     for (const WireRegion& w : wire) {
       if (w.param == WireRegion::kMetadata || w.internal) continue;
       const Param& p = params[w.param];
       if (!IsReturn(p.spec)) continue;
-      PutBe64(reinterpret_cast<uint8_t*>(metadata.data()) + k * kMetadataEntrySize,
-              p.mr->remote_addr() + w.offset);
+      auto* entry = reinterpret_cast<uint8_t*>(metadata.data()) +
+                    k * (use_windows ? kMetadataWindowEntrySize : kMetadataEntrySize);
+      if (use_windows) {
+        PutMetadataWindowEntry(entry, p.mr->remote_addr() + w.offset, p.window->rkey());
+      } else {
+        PutBe64(entry, p.mr->remote_addr() + w.offset);
+      }
+      metadata_params.push_back(w.param);
       ++k;
     }
     auto mr = conn->RegisterMemory(metadata.data(), metadata.size(), 0);
@@ -374,6 +408,7 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     }
     req.regions.push_back(r);
   }
+  if (use_windows) req.capabilities = kMrspCapMemoryWindows;
   const Deadline deadline = Deadline::Earlier(call_deadline, Deadline::After(options.mrsp_timeout));
   const uint64_t recv_id = internal::Endpoint::MrspRecvId();
   const uint64_t send_id = internal::Endpoint::MrspSendId();
@@ -440,6 +475,13 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   const auto* adv = std::get_if<AdvertisementMessage>(&*reply);
   if (adv == nullptr) {
     return ProtocolError("MRSP: the NAA answered with an Advertisement+Request, expected Advertisement");
+  }
+  if (use_windows && !(adv->capabilities & kMrspCapMemoryWindows)) {
+    return FailedPreconditionError(
+        "MRSP: the NAA did not accept per-call memory windows (capability 0x01, "
+        "docs/protocol.md 3.6): it predates them, is not a naarpc NAA, or turned them off "
+        "(ServerOptions::memory_windows); open the session without "
+        "ClientOptions::memory_windows to give it connection-long keys");
   }
   size_t expected = 0;
   for (const WireRegion& w : wire) expected += !w.internal;
@@ -528,7 +570,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   for (const WireRegion& w : wire) {
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
-      if (options.metadata_every_call || calls_completed == 0) {
+      if (options.metadata_every_call || calls_completed == 0 || use_windows) {
         slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
       }
       continue;
@@ -562,6 +604,12 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   while (ep.posted_data_recvs() < before) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
+  // The windows open (bind work requests, then the keys in the metadata)
+  // before the writes that carry the request.
+  if (use_windows) {
+    s = OpenWindows();
+    if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
   }
   const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
   // The NAA's answer implies our writes landed, so the final write is
@@ -709,7 +757,84 @@ Status ClientSession::Impl::FinishCall() {
       [this](const Completion& c, bool& done) { return OnCallCompletion(c, done); }));
 }
 
+Status ClientSession::Impl::OpenWindows() {
+  window_wrs.clear();
+  for (size_t k = 0; k < metadata_params.size(); ++k) {
+    Param& p = params[metadata_params[k]];
+    if (k > 0 && metadata_params[k - 1] == metadata_params[k]) continue;  // a split parameter
+    SendRequest r;
+    r.wr_id = MakeWrId(WrKind::kWindow, ++window_seq);
+    r.opcode = WorkOpcode::kBindWindow;
+    r.signaled = false;
+    r.window = p.window.get();
+    r.window_region = p.mr.get();
+    r.local = {p.mr->remote_addr(), static_cast<uint32_t>(p.spec.size), p.mr->lkey()};
+    r.window_access = kAccessRemoteWrite;
+    window_wrs.push_back(r);
+  }
+  NAARPC_RETURN_IF_ERROR(conn->PostSend(window_wrs));
+  ep.send_budget().OnPosted(static_cast<uint32_t>(window_wrs.size()), false, 0);
+  windows_open = true;
+  // This call's keys, next to the addresses the NAA writes to.
+  for (size_t k = 0; k < metadata_params.size(); ++k) {
+    auto* entry = reinterpret_cast<uint8_t*>(metadata.data()) + k * kMetadataWindowEntrySize;
+    PutBe32(entry + 8, params[metadata_params[k]].window->rkey());
+  }
+  return Status::Ok();
+}
+
+Status ClientSession::Impl::CloseWindows(std::optional<Deadline> wait) {
+  windows_open = false;
+  if (!conn) return Status::Ok();
+  window_wrs.clear();
+  for (size_t k = 0; k < metadata_params.size(); ++k) {
+    if (k > 0 && metadata_params[k - 1] == metadata_params[k]) continue;
+    SendRequest r;
+    r.wr_id = MakeWrId(WrKind::kWindow, ++window_seq);
+    r.opcode = WorkOpcode::kLocalInvalidate;
+    r.signaled = false;
+    r.rkey = params[metadata_params[k]].window->rkey();
+    window_wrs.push_back(r);
+  }
+  window_wrs.back().signaled = true;  // its completion frees every earlier request
+  const uint64_t last = window_wrs.back().wr_id;
+  Status s = conn->PostSend(window_wrs);
+  if (s.ok() && wait) {
+    ep.send_budget().OnPosted(static_cast<uint32_t>(window_wrs.size()), true, last);
+    // Blocks on the connection (a local completion, also from ContinueCall):
+    // PollCompletions arms and consumes on its own.
+    ForgetNotify();
+    s = internal::PollUntil(*conn, *wait, "invalidating the call's memory windows",
+                            [&](const Completion& c, bool& done) -> Status {
+                              if (c.status != CompletionStatus::kSuccess) {
+                                return internal::CompletionFailure(
+                                    c, "invalidating the call's memory windows", *conn);
+                              }
+                              ep.OnSendCompleted(c.wr_id);
+                              if (WrIdKind(c.wr_id) == WrKind::kDataRecv) ep.DataRecvConsumed();
+                              done = c.wr_id == last;
+                              return Status::Ok();
+                            });
+  }
+  // Not closed in order: the caller fails the session, which ends the
+  // connection and with it the NAA's access.
+  return s;
+}
+
 Status ClientSession::Impl::EndCall(Status s) {
+  // The NAA's access ends before the caller sees results or regains its
+  // buffers, whatever ended the call.
+  if (windows_open) {
+    // Success: invalidated and waited for (a local operation, bounded by
+    // its own deadline, not the call's). Otherwise the invalidates are
+    // posted (they take effect in send-queue order, at once) and the
+    // session fails below without waiting for a peer that may be stuck:
+    // deallocating the windows and the connection ends the access too,
+    // before the caller regains its buffers.
+    Status closed = CloseWindows(s.ok() ? Deadline::After(options.mrsp_timeout)
+                                        : std::optional<Deadline>());
+    if (!closed.ok() && s.ok()) s = closed;
+  }
   call.active = false;
   const uint8_t fncode = call.fncode;
   const bool written = call.written;
@@ -914,6 +1039,24 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     std::vector<RegionSpec> regions, const ClientOptions& options, Deadline deadline) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (options.memory_windows) {
+    if (options.dialect != Dialect::kSpec) {
+      return InvalidArgumentError(
+          "ClientOptions::memory_windows needs the spec dialect (the window keys travel in its "
+          "metadata region, docs/protocol.md 4.5)");
+    }
+    for (const RegionSpec& r : regions) {
+      if (r.stream.enabled()) {
+        return InvalidArgumentError("ClientOptions::memory_windows: not with streams (" +
+                                    Quote(r.name) + "); their rings keep connection-long keys");
+      }
+      if (IsReturn(r) && r.size > UINT32_MAX) {
+        return InvalidArgumentError("ClientOptions::memory_windows: result " + Quote(r.name) +
+                                    " is larger than one window binds here (4 GiB - 1)");
+      }
+    }
+    impl->use_windows = true;
+  }
   NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
   const std::string where = "NAA at " + HostPort(host, port);
@@ -931,12 +1074,19 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   }
   impl->conn = std::move(conn).value();
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
-  Status s = impl->Register();
+  Status s;
+  if (impl->use_windows && !impl->conn->supports_memory_windows()) {
+    s = FailedPreconditionError(
+        "ClientOptions::memory_windows: the transport's device has no type-2 memory windows");
+  }
+  if (s.ok()) s = impl->Register();
   if (s.ok()) s = impl->RunMrsp(deadline);
   if (s.ok()) {
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;
     for (const auto& w : impl->wire) max_requests += !w.internal;
+    // Per-call windows: a bind per return parameter before the writes.
+    if (impl->use_windows) max_requests += static_cast<uint32_t>(impl->metadata_params.size());
     impl->ep.StartSendBudget(max_requests);
   }
   if (!s.ok()) {
@@ -1011,6 +1161,8 @@ Status ClientSession::Close() {
     impl_->sm.Transition(CommState::kDisconnected).IgnoreError();
   }
   // Deregister before the memory goes away, then drop the connection.
+  impl_->windows_open = false;
+  for (auto& p : impl_->params) p.window.reset();  // before its region
   for (auto& p : impl_->params) p.mr.reset();
   impl_->metadata_mr.reset();
   impl_->ep.ReleaseRegistrations();

@@ -94,14 +94,15 @@ Status CheckError(const ErrorMessage& m) {
   return Status::Ok();
 }
 
-void PutHeader(uint8_t* p, MrspType type, uint8_t second) {
+void PutHeader(uint8_t* p, MrspType type, uint8_t second, uint8_t capabilities = 0) {
   p[0] = static_cast<uint8_t>(type);
   p[1] = second;
-  PutBe16(p + 2, 0);  // padding
+  p[2] = capabilities & kMrspCapsKnown;
+  p[3] = 0;  // padding
 }
 
 void Write(const AdvertisementRequestMessage& m, uint8_t* p) {
-  PutHeader(p, MrspType::kAdvertisementRequest, uint8_t(m.regions.size()));
+  PutHeader(p, MrspType::kAdvertisementRequest, uint8_t(m.regions.size()), m.capabilities);
   p += kMrspHeaderSize;
   for (const RegionRequest& r : m.regions) {
     p[0] = r.flags;
@@ -114,7 +115,7 @@ void Write(const AdvertisementRequestMessage& m, uint8_t* p) {
 }
 
 void Write(const AdvertisementMessage& m, uint8_t* p) {
-  PutHeader(p, MrspType::kAdvertisement, uint8_t(m.regions.size()));
+  PutHeader(p, MrspType::kAdvertisement, uint8_t(m.regions.size()), m.capabilities);
   p += kMrspHeaderSize;
   for (const RegionAdvertisement& r : m.regions) {
     PutBe64(p, r.addr);
@@ -151,6 +152,7 @@ Result<MrspMessage> DecodeRequest(std::span<const uint8_t> b) {
   NAARPC_RETURN_IF_ERROR(CheckLength("advertisement+request", b.size(), count,
                                      kAdvertisementRequestEntrySize));
   AdvertisementRequestMessage m;
+  m.capabilities = b[2] & kMrspCapsKnown;
   m.regions.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const size_t off = RequestEntryOffset(i);
@@ -191,6 +193,7 @@ Result<MrspMessage> DecodeAdvertisement(std::span<const uint8_t> b) {
   NAARPC_RETURN_IF_ERROR(
       CheckLength("advertisement", b.size(), count, kAdvertisementEntrySize));
   AdvertisementMessage m;
+  m.capabilities = b[2] & kMrspCapsKnown;
   m.regions.resize(count);
   for (size_t i = 0; i < count; ++i) {
     const size_t off = AdvertisementEntryOffset(i);
@@ -275,7 +278,8 @@ Result<MrspMessage> DecodeMrsp(std::span<const uint8_t> bytes) {
         "MRSP message too short: %zu bytes (the header needs %zu)",
         bytes.size(), kMrspHeaderSize));
   }
-  // Bytes 2..3 are padding: ignored on receipt.
+  // Byte 2: capabilities (types 0x01, 0x02; unknown bits ignored), byte 3:
+  // padding, ignored on receipt.
   switch (bytes[0]) {
     case static_cast<uint8_t>(MrspType::kAdvertisementRequest):
       return DecodeRequest(bytes);

@@ -38,10 +38,12 @@ struct RegionAdvertisement {
 
 struct AdvertisementRequestMessage {
   std::vector<RegionRequest> regions;  // 1..255
+  uint8_t capabilities = 0;            // kMrspCap* asked for (header byte 2)
   friend bool operator==(const AdvertisementRequestMessage&, const AdvertisementRequestMessage&) = default;
 };
 struct AdvertisementMessage {
   std::vector<RegionAdvertisement> regions;  // 0..255
+  uint8_t capabilities = 0;                  // kMrspCap* accepted (header byte 2)
   friend bool operator==(const AdvertisementMessage&, const AdvertisementMessage&) = default;
 };
 struct ErrorMessage {
@@ -66,7 +68,9 @@ Result<std::vector<uint8_t>> EncodeMrsp(const MrspMessage& msg);
 // ProtocolError naming the problem: empty/short input, unknown type, length
 // not equal to header + count * entry size (trailing bytes are an error),
 // count 0 in a request, region size 0 or > 1 GiB, unknown flag bits, non-zero
-// padding is accepted (ignored, per spec "padding"), error code 0.
+// padding is accepted (ignored, per spec "padding"), error code 0. Header
+// byte 2 of types 0x01/0x02 is read as capabilities (known bits kept,
+// others ignored); byte 3, and byte 2 of an Error, are padding.
 Result<MrspMessage> DecodeMrsp(std::span<const uint8_t> bytes);
 
 }  // namespace naarpc

@@ -438,6 +438,11 @@ class ConnectionServer final : public internal::Driven,
   std::vector<size_t> returns_;
   // Spec dialect: the metadata bytes the cached returns_ were resolved from.
   std::vector<uint8_t> resolved_metadata_;
+  // Per-call memory windows negotiated (docs/protocol.md 4.5): each call's
+  // metadata carries the window key of each return, in returns_ order.
+  bool windows_ = false;
+  std::vector<uint32_t> window_rkeys_;
+  std::vector<size_t> window_returns_;  // scratch
   bool resolved_reference_ = false;
   bool kernel_overran_ = false;  // its kernel worker abandoned; the connection ends
   // Idle logging and closing (ServerOptions::idle_log_after, idle_timeout).
@@ -1077,6 +1082,11 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
     entries_.push_back(e);
   }
   AdvertisementMessage adv;
+  // Per-call windows: spec dialect, no streams (their rings keep
+  // connection-long keys, docs/protocol.md 4.5).
+  windows_ = (req->capabilities & kMrspCapMemoryWindows) && options_.memory_windows &&
+             dialect_ == Dialect::kSpec && stream_index_.empty();
+  if (windows_) adv.capabilities = kMrspCapMemoryWindows;
   for (Group& g : groups_) {
     uint64_t size = 0;
     for (size_t i = 0; i < g.entry_count; ++i) size += entries_[g.first_entry + i].request.size;
@@ -1254,14 +1264,7 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   }
   const Group& meta = groups_[metadata_index_];
   const auto* bytes = reinterpret_cast<const uint8_t*>(meta.memory.data());
-  // The host rewrites the same addresses every call: reuse the last answer.
-  if (resolved_metadata_.size() == meta.memory.size() &&
-      std::memcmp(resolved_metadata_.data(), bytes, meta.memory.size()) == 0) {
-    return kNaaStatusSuccess;
-  }
-  resolved_metadata_.clear();
-  ++returns_version_;
-  auto param_of_address = [&](uint64_t addr) -> size_t {
+  auto param_of = [&](uint64_t addr) -> size_t {
     for (size_t p = 0; p < param_index_.size(); ++p) {
       const Group& g = groups_[param_index_[p]];
       for (size_t i = 0; i < g.entry_count; ++i) {
@@ -1270,8 +1273,28 @@ uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
     }
     return SIZE_MAX;
   };
+  if (windows_) {
+    // The keys change every call: resolved every call; the kernel's view is
+    // rebuilt only when the return regions change.
+    if (!ResolveMetadataWindowReturns(std::span<const uint8_t>(bytes, meta.memory.size()), param_of,
+                                      window_returns_, window_rkeys_)) {
+      return kNaaStatusBadRegionLayout;
+    }
+    if (window_returns_ != returns) {
+      returns = window_returns_;
+      ++returns_version_;
+    }
+    return kNaaStatusSuccess;
+  }
+  // The host rewrites the same addresses every call: reuse the last answer.
+  if (resolved_metadata_.size() == meta.memory.size() &&
+      std::memcmp(resolved_metadata_.data(), bytes, meta.memory.size()) == 0) {
+    return kNaaStatusSuccess;
+  }
+  resolved_metadata_.clear();
+  ++returns_version_;
   if (!ResolveMetadataReturns(std::span<const uint8_t>(bytes, meta.memory.size()),
-                              param_of_address, returns)) {
+                              param_of, returns)) {
     returns.clear();
     // A routine that returns only streams sends an empty list (all zero).
     const bool empty_list =
@@ -1504,7 +1527,8 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
   slices_.clear();
   if (status == kNaaStatusSuccess) {
     // Each return parameter: the reply_length prefix, over its wire regions.
-    for (size_t p : returns) {
+    for (size_t r = 0; r < returns.size(); ++r) {
+      const size_t p = returns[r];
       const Group& g = groups_[param_index_[p]];
       const uint64_t want = std::min<uint64_t>(call_params_[p].reply_length, g.memory.size());
       for (size_t i = 0; i < g.entry_count; ++i) {
@@ -1512,7 +1536,7 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
         if (want <= e.offset) break;
         const uint64_t len = std::min<uint64_t>(e.request.size, want - e.offset);
         slices_.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
-                           e.request.addr, e.request.rkey});
+                           e.request.addr, windows_ ? window_rkeys_[r] : e.request.rkey});
       }
     }
   }
@@ -1526,7 +1550,9 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
     }
     const Group& g = groups_[p < param_index_.size() ? param_index_[p] : stream_index_[0]];
     const WireEntry& e = entries_[g.first_entry];
-    slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr, e.request.rkey});
+    const bool window = windows_ && !returns.empty() && !window_rkeys_.empty();
+    slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr,
+                       window ? window_rkeys_.front() : e.request.rkey});
   }
   const uint32_t requests = static_cast<uint32_t>(slices_.size());
   if (ep_.send_budget().NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());

@@ -26,4 +26,8 @@ std::string_view CompletionStatusName(CompletionStatus s) {
   return "unknown completion status";
 }
 
+Result<std::unique_ptr<MemoryWindow>> Connection::AllocateWindow() {
+  return FailedPreconditionError("memory windows: not supported by this transport or device");
+}
+
 }  // namespace naarpc

@@ -46,6 +46,16 @@ struct ClientOptions {
   // NAAs turns it off: a refusing NAA fails the attempt at once, and the
   // call moves on to another NAA.
   bool retry_refused_connect = true;
+  // Spec dialect: the NAA may write the result regions only while a call
+  // runs (docs/protocol.md 4.5). They are registered without remote access
+  // and opened through type-2 memory windows, bound before each call's
+  // writes and invalidated when it ends (result, error, timeout or
+  // abandonment) before control returns; each call's window keys reach the
+  // NAA in the metadata region. Negotiated at MRSP (capability 0x01): a
+  // session to an NAA that does not accept it, over a device without type-2
+  // windows, or with streams fails to open (kFailedPrecondition /
+  // kInvalidArgument) rather than fall back to connection-long keys.
+  bool memory_windows = false;
 };
 
 struct CallOptions {

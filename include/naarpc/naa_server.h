@@ -160,6 +160,11 @@ struct ServerOptions {
   // NAA joins them back into one parameter. Only tests lower it (matching
   // ClientOptions::max_region_size).
   uint64_t split_region_size = kMaxRegionSize;
+  // Accepts a spec-dialect host's request for per-call memory windows
+  // (MRSP capability 0x01, docs/protocol.md 3.6, 4.5): results are then
+  // written with the window key each call's metadata carries. false: the
+  // capability is not echoed (the host then refuses the session).
+  bool memory_windows = true;
   // Receives one line per connection-level event worth knowing (a client
   // that broke the protocol, a disconnect mid-call). Default: naarpc's log
   // (naarpc/log.h, component "server"; stderr unless its sink is replaced).

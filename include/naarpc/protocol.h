@@ -66,6 +66,17 @@ inline constexpr size_t kDefaultNaaMaxRegions = 32;
 // Metadata region (spec dialect): one 8-byte big-endian return address per
 // return region.
 inline constexpr size_t kMetadataEntrySize = 8;
+// MRSP capabilities (naarpc extension, docs/protocol.md 3.6): byte 2 of the
+// header of an Advertisement+Request (what the host asks for) and of an
+// Advertisement (what the NAA accepts; a subset of the request's). Peers
+// that do not know them send 0 there and ignore the byte (it was padding).
+// Bits not listed here are ignored on receipt and encoded as 0.
+inline constexpr uint8_t kMrspCapMemoryWindows = 0x01;  // per-call windows (4.5)
+inline constexpr uint8_t kMrspCapsKnown = 0x01;
+// Metadata region with per-call memory windows: 16 bytes per return region,
+// the host address (8, big-endian), the window's rkey for this call (4,
+// big-endian), 4 reserved bytes sent as 0.
+inline constexpr size_t kMetadataWindowEntrySize = 16;
 
 // NAA status codes (immediate of the final write NAA -> host).
 inline constexpr uint8_t kNaaStatusSuccess = 0x00;

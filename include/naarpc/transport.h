@@ -44,6 +44,10 @@ enum AccessFlags : uint32_t {
   kAccessLocalWrite = 1u << 0,
   kAccessRemoteWrite = 1u << 1,
   kAccessRemoteRead = 1u << 2,
+  // Memory windows may be bound over the region (IBV_ACCESS_MW_BIND). A
+  // region registered with it and without kAccessRemoteWrite is writable
+  // by the peer only through a bound window.
+  kAccessMwBind = 1u << 4,
 };
 
 // A registered memory region. Destroying it deregisters the memory.
@@ -58,12 +62,35 @@ class MemoryRegion {
   uint64_t remote_addr() const { return reinterpret_cast<uintptr_t>(addr()); }
 };
 
+// A type-2 memory window (ibv_alloc_mw(IBV_MW_TYPE_2)) in the connection's
+// protection domain: a remote key for a range of a region registered with
+// kAccessMwBind, opened by a bind work request and closed by a local
+// invalidate (docs/protocol.md 16.4). Each bind gives it a new rkey (the
+// low 8 bits, the key byte, change; ibv_inc_rkey); a write with an older key,
+// to an unbound window or outside its range is a remote access error at the
+// writer. Destroying it deallocates the window (and closes it).
+// REQUIRES: destroyed before the region it is bound over and while no work
+// request naming it is outstanding.
+class MemoryWindow {
+ public:
+  virtual ~MemoryWindow() = default;
+  // The key of the last bind posted (what a peer must write with once that
+  // bind has executed); the allocated key before the first bind.
+  virtual uint32_t rkey() const = 0;
+};
+
 enum class WorkOpcode : uint8_t {
   kSend,
   kRdmaWrite,
   kRdmaWriteWithImm,
   kRecv,              // completion of a posted receive consumed by a SEND
   kRecvRdmaWithImm,   // completion of a posted receive consumed by WRITE_WITH_IMM
+  // Local operations on the send queue (no wire traffic), executed in
+  // posting order: work requests posted before them have been sent, those
+  // after them wait for them. A failure completes with
+  // kLocalProtectionError and breaks the connection, as on an RC QP.
+  kBindWindow,        // IBV_WR_BIND_MW: SendRequest::window over `local`
+  kLocalInvalidate,   // IBV_WR_LOCAL_INV: closes the window whose key is `rkey`
 };
 
 enum class CompletionStatus : uint8_t {
@@ -116,6 +143,13 @@ struct SendRequest {
   // RDMA_WRITE_WITH_IMM only. The receive completion this message causes at
   // the target wakes a CQ armed solicited-only (NAAICE peers arm that way).
   bool solicited = false;
+  // kBindWindow: the window, the region `local` lies in (local.lkey is
+  // ignored) and the access it grants (kAccessRemoteWrite and/or
+  // kAccessRemoteRead). PostSend gives the window its new rkey.
+  // kLocalInvalidate: `rkey` is the window key to invalidate.
+  MemoryWindow* window = nullptr;
+  const MemoryRegion* window_region = nullptr;
+  uint32_t window_access = 0;
 };
 
 // How RequestNotify arms the completion queue (ibv_req_notify_cq's
@@ -183,6 +217,14 @@ class Connection {
   // Most gather entries one send work request may carry
   // (SendRequest::sg_list): the queue pair's max_send_sge on verbs.
   virtual uint32_t max_send_sge() const { return 1; }
+
+  // Allocates a type-2 memory window in this connection's protection
+  // domain. kFailedPrecondition if the device (or backend) has no type-2 windows
+  // (supports_memory_windows()).
+  virtual Result<std::unique_ptr<MemoryWindow>> AllocateWindow();
+  // Whether AllocateWindow can succeed: the device reports type-2 windows
+  // (verbs: IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B).
+  virtual bool supports_memory_windows() const { return false; }
 
   // Largest payload the backend sends inline (0 if none); informational.
   virtual uint32_t max_inline_data() const { return 0; }

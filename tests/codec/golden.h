@@ -123,6 +123,35 @@ inline const std::vector<uint8_t> kImmStreamEndChunk = {0xA3, 0x00, 0x00, 0x08};
 inline const std::vector<uint8_t> kImmStreamCredit = {0xC3, 0x00, 0x00, 0x09};    // 9 consumed
 inline const std::vector<uint8_t> kImmStreamStopCredit = {0xE3, 0x00, 0x00, 0x02};  // 2, stop
 
+// Examples 18-20: per-call memory windows (docs/protocol.md 3.6, 4.5).
+inline const std::vector<uint8_t> kRequestWindows = {
+    0x01, 0x02, 0x01, 0x00,                                // header, capabilities 0x01
+    0x00,                                                  // [0] flags
+    0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,              // [0] NAA address
+    0x00, 0x00, 0x7F, 0x3A, 0x5C, 0x00, 0x10, 0x00,        // [0] host addr
+    0x00, 0x00, 0x1A, 0x2B,                                // [0] rkey
+    0x00, 0x00, 0x00, 0x10,                                // [0] size 16
+    0x00,                                                  // [1] flags
+    0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,              // [1] NAA address
+    0x00, 0x00, 0x7F, 0x3A, 0x5C, 0x20, 0x00, 0x00,        // [1] host addr
+    0x00, 0x00, 0x1A, 0x2D,                                // [1] rkey
+    0x00, 0x00, 0x10, 0x00,                                // [1] size
+};
+inline const std::vector<uint8_t> kAdvertisementWindows = {
+    0x02, 0x02, 0x01, 0x00,                                // header, capabilities 0x01
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,        // [0] address
+    0x00, 0x00, 0x01, 0x01,                                // [0] rkey
+    0x00, 0x00, 0x00, 0x10,                                // [0] size
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00,        // [1] address
+    0x00, 0x00, 0x01, 0x02,                                // [1] rkey
+    0x00, 0x00, 0x10, 0x00,                                // [1] size
+};
+inline const std::vector<uint8_t> kMetadataWindows = {
+    0x00, 0x00, 0x7F, 0x3A, 0x5C, 0x20, 0x00, 0x00,        // return address 1
+    0x00, 0x12, 0x34, 0x05,                                // window rkey
+    0x00, 0x00, 0x00, 0x00,                                // reserved
+};
+
 struct NamedExample {
   std::string_view name;  // the "golden:" name in docs/protocol.md
   const std::vector<uint8_t>* bytes;
@@ -145,6 +174,9 @@ inline const NamedExample kAllExamples[] = {
     {"imm_stream_end_chunk", &kImmStreamEndChunk},
     {"imm_stream_credit", &kImmStreamCredit},
     {"imm_stream_stop_credit", &kImmStreamStopCredit},
+    {"request_windows", &kRequestWindows},
+    {"advertisement_windows", &kAdvertisementWindows},
+    {"metadata_windows", &kMetadataWindows},
 };
 
 }  // namespace naarpc::golden

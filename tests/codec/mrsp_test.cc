@@ -148,7 +148,7 @@ TEST(MrspDecode, NonZeroPaddingIsIgnored) {
   for (const GoldenCase& c : GoldenCases()) {
     SCOPED_TRACE(c.name);
     std::vector<uint8_t> b = *c.bytes;
-    b[2] = 0xAB;
+    b[2] = 0xAA;  // bit 0x01 of byte 2 is a capability (MemoryWindowCapability)
     b[3] = 0xCD;
     Result<MrspMessage> dec = DecodeMrsp(b);
     ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -259,6 +259,52 @@ TEST(MrspGolden, StreamRequest) {
   Result<MrspMessage> dec = DecodeMrsp(golden::kRequestStream);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   EXPECT_EQ(std::get<AdvertisementRequestMessage>(*dec), m);
+}
+
+// Per-call memory windows: the capability byte (docs/protocol.md 3.6,
+// examples 18 and 19).
+TEST(MrspGolden, MemoryWindowCapability) {
+  const AdvertisementRequestMessage req{{{0x00, 0x10000, 0x00007F3A5C001000, 0x1A2B, 16},
+                                         {0x00, 0x20000, 0x00007F3A5C200000, 0x1A2D, 0x1000}},
+                                        kMrspCapMemoryWindows};
+  const AdvertisementMessage adv{{{0x10000, 0x101, 16}, {0x20000, 0x102, 0x1000}},
+                                 kMrspCapMemoryWindows};
+  for (const auto& [msg, bytes] : {std::pair<MrspMessage, const std::vector<uint8_t>*>{
+                                       req, &golden::kRequestWindows},
+                                   {adv, &golden::kAdvertisementWindows}}) {
+    Result<std::vector<uint8_t>> enc = EncodeMrsp(msg);
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    EXPECT_EQ(*enc, *bytes);
+    Result<MrspMessage> dec = DecodeMrsp(*bytes);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_EQ(*dec, msg);
+  }
+}
+
+// Unknown capability bits and byte 3 are ignored on receipt and encoded as 0
+// (an older peer's padding); an Error's byte 2 stays padding.
+TEST(MrspDecode, UnknownCapabilityBitsAreIgnored) {
+  std::vector<uint8_t> b = golden::kRequestWindows;
+  b[2] = 0xFF;
+  b[3] = 0x5A;
+  Result<MrspMessage> dec = DecodeMrsp(b);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<AdvertisementRequestMessage>(*dec).capabilities, kMrspCapMemoryWindows);
+  Result<std::vector<uint8_t>> enc = EncodeMrsp(*dec);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(*enc, golden::kRequestWindows);
+  b = golden::kRequestSpec;
+  b[2] = 0xFE;  // every bit but the known one
+  dec = DecodeMrsp(b);
+  ASSERT_TRUE(dec.ok());
+  EXPECT_EQ(std::get<AdvertisementRequestMessage>(*dec).capabilities, 0);
+  std::vector<uint8_t> e = golden::kErrorTooManyRegions;
+  e[2] = 0x01;
+  dec = DecodeMrsp(e);
+  ASSERT_TRUE(dec.ok());
+  enc = EncodeMrsp(*dec);
+  ASSERT_TRUE(enc.ok());
+  EXPECT_EQ(*enc, golden::kErrorTooManyRegions);
 }
 
 TEST(MrspDecode, RequestStreamEntries) {

@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     std::memcmp(enc->data() + 4, data + 4, size - 4) != 0)) {
     Fail("re-encoded bytes differ");
   }
-  if ((*enc)[2] != 0 || (*enc)[3] != 0) Fail("padding not zero");
+  const uint8_t caps = (data[0] == 0x01 || data[0] == 0x02) ? (data[2] & kMrspCapsKnown) : 0;
+  if ((*enc)[2] != caps || (*enc)[3] != 0) Fail("padding not zero or capabilities not kept");
   Result<MrspMessage> again = DecodeMrsp(*enc);
   if (!again.ok()) Fail("re-encoded bytes do not decode");
   if (!(*again == *dec)) Fail("decode(encode(decode(x))) != decode(x)");

@@ -22,6 +22,8 @@ std::string OpcodeName(WorkOpcode op) {
     case WorkOpcode::kRdmaWriteWithImm: return "RDMA_WRITE_WITH_IMM";
     case WorkOpcode::kRecv: return "RECV";
     case WorkOpcode::kRecvRdmaWithImm: return "RECV_RDMA_WITH_IMM";
+    case WorkOpcode::kBindWindow: return "BIND_MW";
+    case WorkOpcode::kLocalInvalidate: return "LOCAL_INV";
   }
   return "?";
 }

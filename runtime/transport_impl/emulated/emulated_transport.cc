@@ -347,13 +347,24 @@ Status Handshake(int fd, const std::string& peer, Deadline deadline, int cancel_
 
 // ---- memory regions ---------------------------------------------------------
 
-// The protection domain of one connection. Keys: index << 8 | tag, so an
-// lkey is never a valid rkey and keys are never reused.
+// The protection domain of one connection. Region keys: index << 8 | tag,
+// so an lkey is never a valid rkey and keys are never reused. Memory windows
+// take indexes from the same counter; their key is index << 8 | key byte,
+// the byte changing with every bind (an 8-bit key, as on an HCA).
 struct MrTable {
   struct Entry {
     uint8_t* addr;
     size_t len;
     uint32_t access;
+  };
+  // A type-2 window: free (not bound) or bound over [addr, addr+len) of
+  // region mr_index with `access`, valid under key byte `key` only.
+  struct Window {
+    uint8_t key = 0;
+    bool bound = false;
+    uint32_t mr_index = 0;
+    uint64_t addr = 0, len = 0;
+    uint32_t access = 0;
   };
   static constexpr uint32_t kLkeyTag = 0xa5;
   static constexpr uint32_t kRkeyTag = 0x5a;
@@ -361,20 +372,43 @@ struct MrTable {
 
   std::mutex mu;
   std::unordered_map<uint32_t, Entry> regions;
+  std::unordered_map<uint32_t, Window> windows;
   uint32_t next_index = 1;
 
   bool Exists(uint32_t index) {
     std::lock_guard<std::mutex> lock(mu);
     return regions.count(index) != 0;
   }
+  // Window `index` is still bound under key byte `key`.
+  bool WindowOpen(uint32_t index, uint8_t key) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = windows.find(index);
+    return it != windows.end() && it->second.bound && it->second.key == key;
+  }
 
   // Validates [addr, addr+len) under `key`; returns 0 or an EmulatedVendorError.
+  // A window key (remote only) is checked for state, key byte, the window's
+  // range and access, then its region; *window_out is then its index.
   uint32_t Check(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
-                 uint32_t need, uint32_t* index_out) {
+                 uint32_t need, uint32_t* index_out, uint32_t* window_out = nullptr) {
     const bool remote = tag == kRkeyTag;
-    if ((key & 0xff) != tag) return remote ? kEmuErrBadRkey : kEmuErrBadLkey;
     uint32_t index = key >> 8;
     std::lock_guard<std::mutex> lock(mu);
+    if (remote) {
+      if (auto w = windows.find(index); w != windows.end()) {
+        const Window& win = w->second;
+        if (!win.bound || win.key != (key & 0xff)) return kEmuErrWindowInvalid;
+        if (addr < win.addr || len > win.len || addr - win.addr > win.len - len) {
+          return kEmuErrRemoteBounds;
+        }
+        if ((win.access & need) != need) return kEmuErrNoRemoteWrite;
+        if (regions.count(win.mr_index) == 0) return kEmuErrRegionGone;
+        *index_out = win.mr_index;
+        if (window_out != nullptr) *window_out = index;
+        return kEmuErrNone;
+      }
+    }
+    if ((key & 0xff) != tag) return remote ? kEmuErrBadRkey : kEmuErrBadLkey;
     auto it = regions.find(index);
     if (it == regions.end()) return remote ? kEmuErrBadRkey : kEmuErrBadLkey;
     const Entry& e = it->second;
@@ -403,11 +437,36 @@ class EmuMemoryRegion final : public MemoryRegion {
   uint32_t lkey() const override { return index_ << 8 | MrTable::kLkeyTag; }
   uint32_t rkey() const override { return index_ << 8 | MrTable::kRkeyTag; }
 
+  const MrTable* table() const { return table_.get(); }
+  uint32_t index() const { return index_; }
+
  private:
   std::shared_ptr<MrTable> table_;
   uint32_t index_;
   void* addr_;
   size_t len_;
+};
+
+class EmuMemoryWindow final : public MemoryWindow {
+ public:
+  EmuMemoryWindow(std::shared_ptr<MrTable> table, uint32_t index)
+      : table_(std::move(table)), index_(index), rkey_(index << 8) {}
+  ~EmuMemoryWindow() override {
+    std::lock_guard<std::mutex> lock(table_->mu);
+    table_->windows.erase(index_);
+  }
+  uint32_t rkey() const override { return rkey_; }
+
+  const MrTable* table() const { return table_.get(); }
+  uint32_t index() const { return index_; }
+  // The key of the next bind (ibv_inc_rkey: the key byte plus one).
+  uint32_t NextKey() const { return (rkey_ & ~0xffu) | ((rkey_ + 1) & 0xffu); }
+  void set_rkey(uint32_t key) { rkey_ = key; }
+
+ private:
+  std::shared_ptr<MrTable> table_;
+  uint32_t index_;
+  uint32_t rkey_;
 };
 
 // ---- connection -------------------------------------------------------------
@@ -443,6 +502,8 @@ class EmuConnection final : public Connection {
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
   uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
   uint32_t max_send_sge() const override { return std::max<uint32_t>(opts_.max_send_sge, 1); }
+  Result<std::unique_ptr<MemoryWindow>> AllocateWindow() override;
+  bool supports_memory_windows() const override { return true; }
 
  private:
   // What a send WR puts on the wire. Fault injection may change it, move it
@@ -475,6 +536,25 @@ class EmuConnection final : public Connection {
     CompletionStatus fail = CompletionStatus::kSuccess;  // local failure
     uint32_t vendor_err = 0;
     int rnr_retries = 0;
+  };
+  // A local work request (kBindWindow, kLocalInvalidate): no frame; it
+  // executes once every frame posted before it (seq <= after_seq) has been
+  // queued for the wire, and frames posted after it wait for it.
+  struct LocalWr {
+    uint64_t wr_id = 0;
+    uint64_t after_seq = 0;
+    uint64_t post_index = 0;
+    WorkOpcode opcode = WorkOpcode::kBindWindow;
+    bool signaled = true;
+    bool executed = false;
+    CompletionStatus fail = CompletionStatus::kSuccess;
+    uint32_t vendor_err = 0;
+    std::string fail_reason;
+    uint32_t window_index = 0;
+    uint32_t key = 0;  // bind: the new key; invalidate: the key to invalidate
+    uint32_t mr_index = 0;
+    uint64_t addr = 0, len = 0;
+    uint32_t access = 0;
   };
   struct RecvWr {
     uint64_t wr_id = 0;
@@ -579,6 +659,15 @@ class EmuConnection final : public Connection {
   void HandleRnrNak(const Header& h);
   void QueueUrgent(OutFrame f);
   bool InDestValid();
+  // Executes the local WRs posted before frame `before_seq` (after_seq <
+  // before_seq); false while one must wait (an invalidate whose window an
+  // incoming write is landing through) or has failed.
+  bool RunLocal(uint64_t before_seq);
+  void ExecuteLocal(LocalWr& l);
+  // Completes executed local WRs whose preceding frames have completed (in
+  // send-queue order); a failed one then breaks the connection.
+  void RetireLocal();
+  Status CheckLocalRequest(const SendRequest& r) const;
 
   const UniqueFd fd_;
   const bool listener_side_;
@@ -611,6 +700,7 @@ class EmuConnection final : public Connection {
 
   // Send queue: posted, not yet completed WRs, in posting order.
   RingQueue<SendWr> sq_;
+  RingQueue<LocalWr> local_q_;  // posted local WRs not yet completed, in order
   uint64_t next_seq_ = 1;     // seq of the next request frame
   uint64_t next_tx_seq_ = 1;  // next WR to put into outq_
   uint64_t posted_ = 0;       // send WRs posted (injected duplicates excluded)
@@ -634,6 +724,7 @@ class EmuConnection final : public Connection {
   Header in_hdr_;
   uint8_t* in_dest_ = nullptr;
   uint32_t in_mr_index_ = 0;
+  uint32_t in_window_index_ = 0;  // the window the request lands through, 0: none
   uint32_t in_done_ = 0;
   int64_t rcvtimeo_ms_ = 0;  // current SO_RCVTIMEO (0 = none)
 
@@ -647,7 +738,8 @@ class EmuConnection final : public Connection {
 Result<std::unique_ptr<MemoryRegion>> EmuConnection::RegisterMemory(void* addr,
                                                                     size_t length,
                                                                     uint32_t access) {
-  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+  constexpr uint32_t kKnown =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessMwBind;
   if (access & ~kKnown) {
     return InvalidArgumentError("emulated transport: unknown access flags " + Hex(access));
   }
@@ -668,6 +760,41 @@ Result<std::unique_ptr<MemoryRegion>> EmuConnection::RegisterMemory(void* addr,
     mrs_->regions[index] = {static_cast<uint8_t*>(addr), length, access};
   }
   return std::unique_ptr<MemoryRegion>(new EmuMemoryRegion(mrs_, index, addr, length));
+}
+
+Result<std::unique_ptr<MemoryWindow>> EmuConnection::AllocateWindow() {
+  std::lock_guard<std::mutex> lock(mrs_->mu);
+  if (mrs_->next_index > MrTable::kMaxIndex) {
+    return ResourceExhaustedError("emulated transport: memory keys exhausted");
+  }
+  const uint32_t index = mrs_->next_index++;
+  mrs_->windows[index] = {};
+  return std::unique_ptr<MemoryWindow>(new EmuMemoryWindow(mrs_, index));
+}
+
+// What ibv_post_send refuses (EINVAL) for a bind or invalidate.
+Status EmuConnection::CheckLocalRequest(const SendRequest& r) const {
+  const std::string wr = "emulated transport: wr_id " + std::to_string(r.wr_id);
+  if (r.opcode == WorkOpcode::kLocalInvalidate) {
+    return r.solicited ? InvalidArgumentError(wr + ": the solicited bit on a LOCAL_INV")
+                       : Status::Ok();
+  }
+  const auto* w = dynamic_cast<const EmuMemoryWindow*>(r.window);
+  if (w == nullptr || w->table() != mrs_.get()) {
+    return InvalidArgumentError(wr + ": BIND_MW without a window of this connection");
+  }
+  const auto* mr = dynamic_cast<const EmuMemoryRegion*>(r.window_region);
+  if (mr == nullptr || mr->table() != mrs_.get()) {
+    return InvalidArgumentError(wr + ": BIND_MW without a region of this connection");
+  }
+  if (r.local.length == 0) return InvalidArgumentError(wr + ": BIND_MW of 0 bytes");
+  if ((r.window_access & ~(kAccessRemoteWrite | kAccessRemoteRead)) != 0 ||
+      r.window_access == 0) {
+    return InvalidArgumentError(wr + ": BIND_MW access " + Hex(r.window_access) +
+                                " (kAccessRemoteWrite and/or kAccessRemoteRead)");
+  }
+  if (r.solicited) return InvalidArgumentError(wr + ": the solicited bit on a BIND_MW");
+  return Status::Ok();
 }
 
 Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
@@ -696,6 +823,10 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   CheckDisconnectRequest();
   if (broken_) return DownError();
   for (const SendRequest& r : requests) {
+    if (r.opcode == WorkOpcode::kBindWindow || r.opcode == WorkOpcode::kLocalInvalidate) {
+      if (Status st = CheckLocalRequest(r); !st.ok()) return st;
+      continue;
+    }
     if (r.opcode != WorkOpcode::kSend && r.opcode != WorkOpcode::kRdmaWrite &&
         r.opcode != WorkOpcode::kRdmaWriteWithImm) {
       return InvalidArgumentError("emulated transport: PostSend with a receive opcode");
@@ -723,6 +854,29 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   }
   bool drop = false;
   for (const SendRequest& r : requests) {
+    if (r.opcode == WorkOpcode::kBindWindow || r.opcode == WorkOpcode::kLocalInvalidate) {
+      LocalWr l;
+      l.wr_id = r.wr_id;
+      l.after_seq = next_seq_ - 1;
+      l.post_index = ++posted_;
+      l.opcode = r.opcode;
+      l.signaled = r.signaled;
+      if (r.opcode == WorkOpcode::kBindWindow) {
+        auto* w = static_cast<EmuMemoryWindow*>(r.window);
+        l.window_index = w->index();
+        l.key = w->NextKey();
+        w->set_rkey(l.key);  // the consumer's key for this bind, as ibv_inc_rkey
+        l.mr_index = static_cast<const EmuMemoryRegion*>(r.window_region)->index();
+        l.addr = r.local.addr;
+        l.len = r.local.length;
+        l.access = r.window_access;
+      } else {
+        l.window_index = r.rkey >> 8;
+        l.key = r.rkey;
+      }
+      local_q_.push_back(std::move(l));
+      continue;
+    }
     SendWr w;
     w.wr_id = r.wr_id;
     w.seq = next_seq_;
@@ -994,8 +1148,22 @@ void EmuConnection::Break(std::string reason) {
   if (broken_) return;
   broken_ = true;
   broken_reason_ = std::move(reason);
-  for (const SendWr& w : sq_) CompleteSend(w, CompletionStatus::kFlushed, 0);
+  // Outstanding send-queue work flushed in posting order.
+  size_t li = 0;
+  for (const SendWr& w : sq_) {
+    for (; li < local_q_.size() && local_q_[li].post_index < w.post_index; ++li) {
+      Complete(local_q_[li].wr_id, local_q_[li].opcode, CompletionStatus::kFlushed, 0, 0,
+               local_q_[li].post_index);
+    }
+    CompleteSend(w, CompletionStatus::kFlushed, 0);
+  }
+  for (; li < local_q_.size(); ++li) {
+    Complete(local_q_[li].wr_id, local_q_[li].opcode, CompletionStatus::kFlushed, 0, 0,
+             local_q_[li].post_index);
+  }
+  local_q_.clear();
   sq_.clear();
+  in_window_index_ = 0;
   held_for_swap_.reset();
   for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0, 0, 0);
   rq_.clear();
@@ -1039,6 +1207,7 @@ void EmuConnection::Pump() {
     rnr_pause_until_.reset();
   }
   while (next_tx_seq_ < next_seq_) {
+    if (!RunLocal(next_tx_seq_)) break;
     SendWr& w = WrAt(next_tx_seq_);
     if (w.fail != CompletionStatus::kSuccess || w.held) break;
     if (w.msg.delayed) {
@@ -1048,8 +1217,12 @@ void EmuConnection::Pump() {
     EnqueueFrame(w);
     ++next_tx_seq_;
   }
+  RunLocal(next_tx_seq_);
+  RetireLocal();
+  if (broken_) return;
   // A failed WR is reported once everything before it has completed.
   if (!sq_.empty() && sq_.front().seq == next_tx_seq_ &&
+      (local_q_.empty() || local_q_.front().after_seq >= next_tx_seq_) &&
       sq_.front().fail != CompletionStatus::kSuccess) {
     SendWr w = sq_.front();
     sq_.pop_front();
@@ -1236,6 +1409,14 @@ bool EmuConnection::Push() {
 // The region a payload lands in is still registered (it may be
 // deregistered between two calls while a large write is arriving).
 bool EmuConnection::InDestValid() {
+  if (in_window_index_ != 0 &&
+      !mrs_->WindowOpen(in_window_index_, static_cast<uint8_t>(in_hdr_.key & 0xff))) {
+    // Only a deallocated window (or its region) closes under a landing
+    // write: an invalidate waits for it (RunLocal).
+    ResponderFail(in_hdr_.seq, CompletionStatus::kRemoteAccessError, kEmuErrWindowInvalid,
+                  "memory window deallocated while data arrived through it");
+    return false;
+  }
   if (in_mr_index_ == 0 || mrs_->Exists(in_mr_index_)) return true;
   ResponderFail(in_hdr_.seq,
                 in_hdr_.type == kFrameSend ? CompletionStatus::kRemoteInvalidRequest
@@ -1376,6 +1557,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
   in_done_ = 0;
   in_dest_ = nullptr;
   in_mr_index_ = 0;
+  in_window_index_ = 0;
   const bool retransmitted = in_rnr_ && h.seq == in_expected_seq_;
   if (in_rnr_ && h.seq > in_expected_seq_) {  // sent before our RNR NAK: drop
     in_payload_ = h.length > 0;
@@ -1428,7 +1610,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
     }
   } else if (h.length > 0) {  // WRITE / WRITE_IMM
     uint32_t err = mrs_->Check(h.key, MrTable::kRkeyTag, h.addr, h.length, kAccessRemoteWrite,
-                               &in_mr_index_);
+                               &in_mr_index_, &in_window_index_);
     if (err != kEmuErrNone) {
       ResponderFail(h.seq, CompletionStatus::kRemoteAccessError, err,
                     "remote access error (rkey " + Hex(h.key) + ", addr " + Hex(h.addr) +
@@ -1447,6 +1629,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
 void EmuConnection::FinishRequest() {
   in_payload_ = false;
   in_dest_ = nullptr;
+  in_window_index_ = 0;
   if (in_rnr_ || in_hdr_.type == 0) return;  // a dropped request
   if (in_hdr_.type != kFrameWrite) {
     RecvWr r = rq_.front();
@@ -1466,16 +1649,92 @@ void EmuConnection::FinishRequest() {
   acked_ = in_hdr_.seq;
 }
 
+bool EmuConnection::RunLocal(uint64_t before_seq) {
+  for (LocalWr& l : local_q_) {
+    if (l.after_seq >= before_seq) return true;
+    if (l.executed) {
+      if (l.fail != CompletionStatus::kSuccess) return false;
+      continue;
+    }
+    // Verbs ordering: an invalidate takes effect after a write landing
+    // through the window has been placed whole (a write either lands
+    // completely before the invalidate completes or fails completely).
+    if (l.opcode == WorkOpcode::kLocalInvalidate && in_payload_ &&
+        in_window_index_ == l.window_index) {
+      return false;
+    }
+    ExecuteLocal(l);
+    if (l.fail != CompletionStatus::kSuccess) return false;
+  }
+  return true;
+}
+
+void EmuConnection::ExecuteLocal(LocalWr& l) {
+  l.executed = true;
+  auto fail = [&](std::string why) {
+    l.fail = CompletionStatus::kLocalProtectionError;
+    l.vendor_err = kEmuErrWindowBind;
+    l.fail_reason = std::move(why);
+  };
+  std::lock_guard<std::mutex> lock(mrs_->mu);
+  auto w = mrs_->windows.find(l.window_index);
+  if (l.opcode == WorkOpcode::kLocalInvalidate) {
+    if (w == mrs_->windows.end()) return fail("LOCAL_INV of key " + Hex(l.key) + ": no such window");
+    if (!w->second.bound || w->second.key != (l.key & 0xff)) {
+      return fail("LOCAL_INV of key " + Hex(l.key) + ": the window is not bound under that key");
+    }
+    w->second.bound = false;
+    return;
+  }
+  if (w == mrs_->windows.end()) return fail("BIND_MW: window deallocated");
+  // o10-36.2.2: a type-2 window is bound only from the free state.
+  if (w->second.bound) return fail("BIND_MW of a window still bound (invalidate it first)");
+  auto mr = mrs_->regions.find(l.mr_index);
+  if (mr == mrs_->regions.end()) return fail("BIND_MW over a deregistered region");
+  const MrTable::Entry& e = mr->second;
+  const uint64_t base = reinterpret_cast<uintptr_t>(e.addr);
+  if (!(e.access & kAccessMwBind)) return fail("BIND_MW over a region without kAccessMwBind");
+  if (l.addr < base || l.len > e.len || l.addr - base > e.len - l.len) {
+    return fail("BIND_MW range " + Hex(l.addr) + "+" + std::to_string(l.len) +
+                " outside its region");
+  }
+  if ((l.access & kAccessRemoteWrite) && !(e.access & kAccessLocalWrite)) {
+    return fail("BIND_MW with remote write over a region without local write");
+  }
+  w->second = {static_cast<uint8_t>(l.key & 0xff), true, l.mr_index, l.addr, l.len, l.access};
+}
+
+void EmuConnection::RetireLocal() {
+  while (!broken_ && !local_q_.empty()) {
+    const LocalWr& l = local_q_.front();
+    if (!l.executed) return;
+    if (!sq_.empty() && sq_.front().seq <= l.after_seq) return;  // an earlier frame is pending
+    LocalWr done = std::move(local_q_.front());
+    local_q_.pop_front();
+    if (done.fail != CompletionStatus::kSuccess) {
+      Complete(done.wr_id, done.opcode, done.fail, 0, done.vendor_err, done.post_index);
+      Break(done.fail_reason + " (wr_id " + std::to_string(done.wr_id) + ")");
+      return;
+    }
+    if (done.signaled) {
+      Complete(done.wr_id, done.opcode, CompletionStatus::kSuccess, 0, 0, done.post_index);
+    }
+  }
+}
+
 void EmuConnection::HandleAck(uint64_t count) {
   if (count >= next_tx_seq_) {
     Break("protocol error: ack for a request not sent");
     return;
   }
   while (!sq_.empty() && sq_.front().seq <= count) {
+    RetireLocal();  // local WRs posted before this frame complete first
+    if (broken_) return;
     const SendWr& w = sq_.front();
     if (w.signaled) CompleteSend(w, CompletionStatus::kSuccess, 0);
     sq_.pop_front();
   }
+  RetireLocal();
 }
 
 void EmuConnection::HandleNak(const Header& h) {

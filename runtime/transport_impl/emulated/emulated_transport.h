@@ -35,6 +35,20 @@
 //    PostSend/PostRecv fail with kDisconnected. A SEND larger than the
 //    receive buffer: kLocalLengthError at the receiver, kRemoteInvalidRequest
 //    at the sender (as on verbs). vendor_err holds an EmulatedVendorError.
+//  * Memory windows (type 2, AllocateWindow): bound by a BIND_MW and closed
+//    by a LOCAL_INV work request, both local (no frame): each executes in
+//    send-queue order, once the frames posted before it are on their way,
+//    and frames posted after it wait for it; its completion follows theirs.
+//    A bind needs a free window and a range inside a region registered with
+//    kAccessMwBind (and local write for remote write) and gives the window
+//    the key PostSend chose (key byte + 1). Every incoming RDMA write with a
+//    window key is checked for state, key byte, the window's range and
+//    access: a write that fails is kRemoteAccessError at the writer
+//    (vendor_err kEmuErrWindowInvalid / kEmuErrRemoteBounds) and breaks the
+//    connection on both sides. A LOCAL_INV waits until a write landing
+//    through its window has been placed whole. A refused bind or
+//    invalidate completes with kLocalProtectionError (kEmuErrWindowBind) and
+//    breaks the connection, as on an RC QP.
 //  * Zero-length RDMA writes are not checked against rkey/bounds (as in the
 //    IB spec); zero-length SENDs still consume a receive.
 //  * notify_fd() (event loops): an epoll set, made on first use, of the
@@ -129,6 +143,8 @@ enum EmulatedVendorError : uint32_t {
   kEmuErrRecvTooSmall = 7,        // SEND larger than the receive buffer
   kEmuErrNoReceive = 8,           // RNR (no receive posted in time)
   kEmuErrRecvBufferInvalid = 9,   // the consumed receive had a bad buffer
+  kEmuErrWindowInvalid = 10,      // window not bound, invalidated, older key, deallocated
+  kEmuErrWindowBind = 11,         // BIND_MW / LOCAL_INV refused (state, range, access)
 };
 
 std::unique_ptr<Transport> NewEmulatedTransport(EmulatedOptions options = {});

@@ -243,7 +243,9 @@ CompletionStatus MapWcStatus(ibv_wc_status s) {
   switch (s) {
     case IBV_WC_SUCCESS: return CompletionStatus::kSuccess;
     case IBV_WC_LOC_LEN_ERR: return CompletionStatus::kLocalLengthError;
-    case IBV_WC_LOC_PROT_ERR: return CompletionStatus::kLocalProtectionError;
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_MW_BIND_ERR:  // a refused BIND_MW / LOCAL_INV (transport.h)
+      return CompletionStatus::kLocalProtectionError;
     case IBV_WC_REM_ACCESS_ERR: return CompletionStatus::kRemoteAccessError;
     case IBV_WC_REM_INV_REQ_ERR:
     case IBV_WC_REM_OP_ERR:  // rxe's answer to an overlong SEND (HCAs: REM_INV_REQ)
@@ -285,6 +287,7 @@ struct Core {
   uint32_t max_inline = 0;
   uint32_t max_send_sge = 1;  // of the QP (SendRequest::sg_list)
   uint32_t send_depth = 0;  // the QP's actual max_send_wr
+  bool mw_type2 = false;    // device_cap_flags: type 2A or 2B memory windows
 
   // Creates PD, completion channel, CQ and QP on `id` (address resolved).
   Status CreateResources(const VerbsOptions& opt) {
@@ -304,8 +307,12 @@ struct Core {
     // Gather lists (SendRequest::sg_list): up to kWantedSendSge entries if
     // the device has them (rxe: 32), else what it has.
     uint32_t sge_req = 1;
-    if (ibv_device_attr dev{}; ibv_query_device(id->verbs, &dev) == 0 && dev.max_sge > 1) {
-      sge_req = std::min<uint32_t>(static_cast<uint32_t>(dev.max_sge), kWantedSendSge);
+    if (ibv_device_attr dev{}; ibv_query_device(id->verbs, &dev) == 0) {
+      if (dev.max_sge > 1) {
+        sge_req = std::min<uint32_t>(static_cast<uint32_t>(dev.max_sge), kWantedSendSge);
+      }
+      mw_type2 = dev.max_mw > 0 && (dev.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                                            IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
     }
     for (uint32_t inline_req : {opt.max_inline_data, 0u}) {
       ibv_qp_init_attr attr{};
@@ -350,10 +357,27 @@ class VerbsMemoryRegion final : public MemoryRegion {
   size_t length() const override { return mr_->length; }
   uint32_t lkey() const override { return mr_->lkey; }
   uint32_t rkey() const override { return mr_->rkey; }
+  ibv_mr* mr() const { return mr_.get(); }
+  const Core* core() const { return core_.get(); }
 
  private:
   std::shared_ptr<Core> core_;
   MrPtr mr_;
+};
+
+// A type-2 window (ibv_alloc_mw). mw->rkey is kept as the key of the last
+// posted bind: the next ibv_inc_rkey starts from it.
+class VerbsMemoryWindow final : public MemoryWindow {
+ public:
+  VerbsMemoryWindow(std::shared_ptr<Core> core, ibv_mw* mw) : core_(std::move(core)), mw_(mw) {}
+  ~VerbsMemoryWindow() override { ibv_dealloc_mw(mw_); }  // before the PD (core_)
+  uint32_t rkey() const override { return mw_->rkey; }
+  ibv_mw* mw() const { return mw_; }
+  const Core* core() const { return core_.get(); }
+
+ private:
+  std::shared_ptr<Core> core_;
+  ibv_mw* mw_;
 };
 
 // ----------------------------------------------------------- Connection --
@@ -375,10 +399,12 @@ class VerbsConnection final : public Connection {
     if (addr == nullptr || length == 0) {
       return InvalidArgumentError("RegisterMemory: empty region");
     }
-    constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+    constexpr uint32_t kKnown =
+        kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessMwBind;
     if ((access & ~kKnown) != 0) {
       return InvalidArgumentError("RegisterMemory: unknown access flags");
     }
+    static_assert(uint32_t{kAccessMwBind} == uint32_t{IBV_ACCESS_MW_BIND});
     // Same values as IBV_ACCESS_*; registered exactly as requested.
     static_assert(uint32_t{kAccessLocalWrite} == uint32_t{IBV_ACCESS_LOCAL_WRITE});
     static_assert(uint32_t{kAccessRemoteWrite} == uint32_t{IBV_ACCESS_REMOTE_WRITE});
@@ -397,6 +423,18 @@ class VerbsConnection final : public Connection {
     }
     return std::unique_ptr<MemoryRegion>(
         std::make_unique<VerbsMemoryRegion>(core_, std::move(mr)));
+  }
+
+  bool supports_memory_windows() const override { return core_->mw_type2; }
+
+  Result<std::unique_ptr<MemoryWindow>> AllocateWindow() override {
+    if (!core_->mw_type2) {
+      return FailedPreconditionError("memory windows: RDMA device '" + DeviceNameOf(core_->id.get()) +
+                                     "' reports no type-2 memory windows");
+    }
+    ibv_mw* mw = ibv_alloc_mw(core_->pd.get(), IBV_MW_TYPE_2);
+    if (mw == nullptr) return ResourceExhaustedError(ErrnoText("ibv_alloc_mw(type 2)", errno));
+    return std::unique_ptr<MemoryWindow>(std::make_unique<VerbsMemoryWindow>(core_, mw));
   }
 
   Status PostSend(std::span<const SendRequest> requests) override {
@@ -432,8 +470,37 @@ class VerbsConnection final : public Connection {
           wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
           wr.imm_data = htonl(r.imm_data);
           break;
+        case WorkOpcode::kBindWindow: {
+          auto* w = dynamic_cast<VerbsMemoryWindow*>(r.window);
+          auto* m = dynamic_cast<const VerbsMemoryRegion*>(r.window_region);
+          if (w == nullptr || m == nullptr || w->core() != core_.get() || m->core() != core_.get()) {
+            return InvalidArgumentError("PostSend: wr_id " + std::to_string(r.wr_id) +
+                                        ": BIND_MW needs a window and a region of this connection");
+          }
+          if (r.solicited) return InvalidArgumentError("PostSend: the solicited bit on a BIND_MW");
+          wr.opcode = IBV_WR_BIND_MW;
+          wr.bind_mw.mw = w->mw();
+          wr.bind_mw.rkey = ibv_inc_rkey(w->mw()->rkey);
+          wr.bind_mw.bind_info.mr = m->mr();
+          wr.bind_mw.bind_info.addr = r.local.addr;
+          wr.bind_mw.bind_info.length = r.local.length;
+          wr.bind_mw.bind_info.mw_access_flags = static_cast<unsigned>(r.window_access);
+          break;
+        }
+        case WorkOpcode::kLocalInvalidate:
+          if (r.solicited) return InvalidArgumentError("PostSend: the solicited bit on a LOCAL_INV");
+          wr.opcode = IBV_WR_LOCAL_INV;
+          wr.invalidate_rkey = r.rkey;
+          break;
         default:
           return InvalidArgumentError("PostSend: opcode must be SEND or RDMA WRITE[_WITH_IMM]");
+      }
+      if (r.opcode == WorkOpcode::kBindWindow || r.opcode == WorkOpcode::kLocalInvalidate) {
+        wr.wr_id = seq + i;
+        ++sge_next;
+        if (r.signaled) wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.next = i + 1 < requests.size() ? &wrs[i + 1] : nullptr;
+        continue;
       }
       if (r.opcode != WorkOpcode::kSend) {
         wr.wr.rdma.remote_addr = r.remote_addr;
@@ -466,6 +533,11 @@ class VerbsConnection final : public Connection {
     int rc = ibv_post_send(core_->qp.get(), wrs.data(), &bad);
     size_t posted = rc == 0 ? requests.size() : static_cast<size_t>(bad - wrs.data());
     for (size_t i = 0; i < posted; ++i) {
+      if (requests[i].opcode == WorkOpcode::kBindWindow) {
+        // The consumer's key for this bind (ibv_inc_rkey): what the peer
+        // writes with, and where the next bind's key starts.
+        static_cast<VerbsMemoryWindow*>(requests[i].window)->mw()->rkey = wrs[i].bind_mw.rkey;
+      }
       sends_.push_back({seq + i, requests[i].wr_id, requests[i].opcode, requests[i].signaled});
       if (requests[i].signaled) ++signaled_pending_;
     }
