@@ -1003,6 +1003,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     return Status::Ok();
   }
   Pump();
+  // Only binds/invalidates (no frame) and nothing queued: Pump executed
+  // them; pushing would send a coalesced ack alone and wake the peer for it.
+  const bool frames = std::any_of(requests.begin(), requests.end(), [](const SendRequest& r) {
+    return r.opcode != WorkOpcode::kBindWindow && r.opcode != WorkOpcode::kLocalInvalidate;
+  });
+  if (!frames && outq_.empty()) return Status::Ok();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();
