@@ -2056,6 +2056,14 @@ TEST(EmulatedTransport, LocalRequestsAloneExecuteAtOnceAndSendNoLoneAck) {
   EXPECT_EQ(c[1].wr_id, 3u);
   EXPECT_EQ(c[1].opcode, WorkOpcode::kLocalInvalidate);
   EXPECT_EQ(c[1].status, CompletionStatus::kSuccess);
+  // A refused one names its work request and the problem.
+  SendRequest empty = bind;
+  empty.wr_id = 9;
+  empty.local.length = 0;
+  Status refused = Post(*p.server, {empty});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.ToString().find("wr_id 9: BIND_MW of 0 bytes"), std::string::npos)
+      << refused.ToString();
   // Nothing was sent for them: the client has no ack to complete its write.
   auto none = p.client->TryPollCompletions(c);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
