@@ -6,6 +6,8 @@
 //   bazel run -c opt //bench:memory_window_bench [-- --iterations N]
 //   verbs (Soft-RoCE guest): --transport verbs --address <rxe netdev address>
 //   one row (e.g. to profile it): --size 1048576
+//   one session's calls only (callgrind: difference two --iterations):
+//   --only plain|windows
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,16 +50,22 @@ int Main(int argc, char** argv) {
   int iterations = 2000;
   std::string transport_name = "emulated", address = "127.0.0.1";
   size_t only_size = 0;  // --size: one row only (profiling)
+  std::string only;       // --only plain|windows: one session's calls only
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--iterations") iterations = std::max(1, std::atoi(argv[i + 1]));
     else if (a == "--transport") transport_name = argv[i + 1];
     else if (a == "--address") address = argv[i + 1];
     else if (a == "--size") only_size = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (a == "--only") only = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
+  }
+  if (!only.empty() && only != "plain" && only != "windows") {
+    std::fprintf(stderr, "--only %s: expected plain or windows\n", only.c_str());
+    return 2;
   }
   std::unique_ptr<Transport> transport;
   if (transport_name == "verbs") {
@@ -93,12 +101,13 @@ int Main(int argc, char** argv) {
       return 1;
     }
     const int calls = n >= (size_t{1} << 20) ? std::max(1, iterations / 20) : iterations;
-    MeanMicros(**plain, calls / 10 + 1);  // warm-up
-    MeanMicros(**windowed, calls / 10 + 1);
-    std::vector<double> a, b;
+    const bool run_plain = only != "windows", run_windowed = only != "plain";
+    if (run_plain) MeanMicros(**plain, calls / 10 + 1);  // warm-up
+    if (run_windowed) MeanMicros(**windowed, calls / 10 + 1);
+    std::vector<double> a(7, 0.0), b(7, 0.0);
     for (int round = 0; round < 7; ++round) {
-      a.push_back(MeanMicros(**plain, calls));
-      b.push_back(MeanMicros(**windowed, calls));
+      if (run_plain) a[round] = MeanMicros(**plain, calls);
+      if (run_windowed) b[round] = MeanMicros(**windowed, calls);
     }
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());

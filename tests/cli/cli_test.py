@@ -492,6 +492,18 @@ class CallServeBase:
         self.assertIn("y = [2, 3, 4]", out)
         self.assertRegex(out, r"status: OK \(5 calls in ")
 
+    def test_memory_windows(self):
+        # Per-call windows (docs/protocol.md 4.5): naarpc serve accepts them.
+        rc, out, err = self.call(self.inc, "U32", "--in", "x=[1, 2, 3]", "--repeat", "3",
+                                 "--memory-windows")
+        if self.DIALECT == "spec":
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertIn("y = [2, 3, 4]", out)
+            self.assertRegex(out, r"status: OK \(3 calls in ")
+        else:
+            self.assertEqual(rc, EXIT_USAGE, out)
+            self.assertIn("--memory-windows needs --dialect spec", err)
+
     def test_naa_application_error_by_idl_name(self):
         rc, out, err = self.call(self.inc, "I8", "--in", "x=[1, 2, 3]")
         self.assertEqual(rc, EXIT_NAA_STATUS)
@@ -1028,6 +1040,16 @@ class BenchTest(unittest.TestCase):
                 self.assertEqual(plot_x_labels(script, "payload bytes per call"),
                                  [["64 B", "16 KiB"]] * 2)  # latency, throughput
                 self.assertEqual(plot_x_labels(script, "clients"), [["1", "2"]])
+
+    def test_memory_windows(self):
+        rc, out, err = self.bench("Types.U8", "--no-baseline", "--memory-windows")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("(transport emulated, dialect spec, memory windows)", out)
+        self.assertRegex(out, r"\n4 +1 \| +[1-9]")
+        rc, out, err = self.bench("Types.U8", "--no-baseline", "--memory-windows",
+                                  dialect="reference")
+        self.assertEqual(rc, EXIT_USAGE, out)
+        self.assertIn("--memory-windows needs --dialect spec", err)
 
     def test_plot_paths_and_missing_gnuplot(self):
         prefix = os.path.join(self.tmp, "it's plots")

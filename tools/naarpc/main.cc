@@ -143,7 +143,23 @@ struct CommonArgs {
   std::string idl, transport = "auto", device, dialect = "spec";
   std::vector<std::string> targets;  // --target, repeatable: a channel over them
   int64_t deadline_ms = 0;  // 0: the routine's default deadline
+  bool memory_windows = false;  // per-call windows (docs/protocol.md 4.5)
 };
+
+// --dialect and --memory-windows as ClientOptions.
+Result<ClientOptions> ClientOptionsFor(const CommonArgs& c) {
+  auto dialect = ParseDialect(c.dialect);
+  if (!dialect.ok()) return dialect.status();
+  if (c.memory_windows && *dialect != Dialect::kSpec) {
+    return InvalidArgumentError(
+        "--memory-windows needs --dialect spec (the window keys travel in the spec dialect's "
+        "metadata; the reference dialect has none)");
+  }
+  ClientOptions options;
+  options.dialect = *dialect;
+  options.memory_windows = c.memory_windows;
+  return options;
+}
 
 // --transport / --device, adjusted for NAA_LOCAL_IP if it is set.
 Result<LocalSide> LocalSideFor(const CommonArgs& c) {
@@ -226,8 +242,8 @@ int Call(const CallArgs& a) {
   auto targets = ResolveTargets(a.common.targets, *routine);
   if (!targets.ok()) return Fail(kExitUsage, targets.status().message());
   const Target* target = &targets->front();
-  auto dialect = ParseDialect(a.common.dialect);
-  if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
+  auto client_options = ClientOptionsFor(a.common);
+  if (!client_options.ok()) return Fail(kExitUsage, client_options.status().message());
   auto side = LocalSideFor(a.common);
   if (!side.ok()) return Fail(kExitUsage, side.status().message());
   auto transport = NewTransport(side->transport, side->device);
@@ -236,8 +252,7 @@ int Call(const CallArgs& a) {
 
   const auto budget = std::chrono::milliseconds(a.common.deadline_ms > 0 ? a.common.deadline_ms
                                                                          : routine->deadline_ms);
-  ClientOptions options;
-  options.dialect = *dialect;
+  const ClientOptions options = *client_options;
   // The first deadline covers connecting, the MRSP and the first call.
   auto call = ChannelDynamicCall::Open(**transport, *targets, *service, *routine, options,
                                        Deadline::After(budget));
@@ -517,9 +532,9 @@ int Bench(const BenchArgs& a) {
   for (size_t i = 1; i < targets->size(); ++i) {
     o.more_naas.emplace_back((*targets)[i].host, (*targets)[i].port);
   }
-  auto dialect = ParseDialect(a.common.dialect);
-  if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
-  o.client.dialect = *dialect;
+  auto client_options = ClientOptionsFor(a.common);
+  if (!client_options.ok()) return Fail(kExitUsage, client_options.status().message());
+  o.client = *client_options;
   auto side = LocalSideFor(a.common);
   if (!side.ok()) return Fail(kExitUsage, side.status().message());
   o.transport = side->transport;
@@ -554,6 +569,10 @@ void AddCommon(CLI::App* cmd, CommonArgs& c) {
                   "library)")
       ->check(CLI::IsMember({"spec", "reference"}))
       ->capture_default_str();
+  cmd->add_flag("--memory-windows", c.memory_windows,
+               "bind a memory window over the results before each call and invalidate it "
+               "before returning, so the NAA can write them only during the call "
+               "(docs/protocol.md 4.5; spec dialect only)");
   cmd->add_option("--deadline", c.deadline_ms,
                   "milliseconds per call (the first includes connecting and the MRSP); "
                   "default: the routine's deadline_ms")

@@ -774,26 +774,29 @@ Result<std::unique_ptr<MemoryWindow>> EmuConnection::AllocateWindow() {
 
 // What ibv_post_send refuses (EINVAL) for a bind or invalidate.
 Status EmuConnection::CheckLocalRequest(const SendRequest& r) const {
-  const std::string wr = "emulated transport: wr_id " + std::to_string(r.wr_id);
+  // The message is built only on refusal (this runs for every bind/invalidate).
+  auto refuse = [&](const std::string& why) {
+    return InvalidArgumentError("emulated transport: wr_id " + std::to_string(r.wr_id) + ": " +
+                                why);
+  };
   if (r.opcode == WorkOpcode::kLocalInvalidate) {
-    return r.solicited ? InvalidArgumentError(wr + ": the solicited bit on a LOCAL_INV")
-                       : Status::Ok();
+    return r.solicited ? refuse("the solicited bit on a LOCAL_INV") : Status::Ok();
   }
   const auto* w = dynamic_cast<const EmuMemoryWindow*>(r.window);
   if (w == nullptr || w->table() != mrs_.get()) {
-    return InvalidArgumentError(wr + ": BIND_MW without a window of this connection");
+    return refuse("BIND_MW without a window of this connection");
   }
   const auto* mr = dynamic_cast<const EmuMemoryRegion*>(r.window_region);
   if (mr == nullptr || mr->table() != mrs_.get()) {
-    return InvalidArgumentError(wr + ": BIND_MW without a region of this connection");
+    return refuse("BIND_MW without a region of this connection");
   }
-  if (r.local.length == 0) return InvalidArgumentError(wr + ": BIND_MW of 0 bytes");
+  if (r.local.length == 0) return refuse("BIND_MW of 0 bytes");
   if ((r.window_access & ~(kAccessRemoteWrite | kAccessRemoteRead)) != 0 ||
       r.window_access == 0) {
-    return InvalidArgumentError(wr + ": BIND_MW access " + Hex(r.window_access) +
-                                " (kAccessRemoteWrite and/or kAccessRemoteRead)");
+    return refuse("BIND_MW access " + Hex(r.window_access) +
+                  " (kAccessRemoteWrite and/or kAccessRemoteRead)");
   }
-  if (r.solicited) return InvalidArgumentError(wr + ": the solicited bit on a BIND_MW");
+  if (r.solicited) return refuse("the solicited bit on a BIND_MW");
   return Status::Ok();
 }
 
@@ -1003,6 +1006,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     return Status::Ok();
   }
   Pump();
+  // Only binds/invalidates (no frame) and nothing queued: Pump executed
+  // them; pushing would send a coalesced ack alone and wake the peer for it.
+  const bool frames = std::any_of(requests.begin(), requests.end(), [](const SendRequest& r) {
+    return r.opcode != WorkOpcode::kBindWindow && r.opcode != WorkOpcode::kLocalInvalidate;
+  });
+  if (!frames && outq_.empty()) return Status::Ok();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();

@@ -36,9 +36,10 @@
 //    receive buffer: kLocalLengthError at the receiver, kRemoteInvalidRequest
 //    at the sender (as on verbs). vendor_err holds an EmulatedVendorError.
 //  * Memory windows (type 2, AllocateWindow): bound by a BIND_MW and closed
-//    by a LOCAL_INV work request, both local (no frame): each executes in
-//    send-queue order, once the frames posted before it are on their way,
-//    and frames posted after it wait for it; its completion follows theirs.
+//    by a LOCAL_INV work request, both local (no frame; posted alone they
+//    send nothing, not even a coalesced ack): each executes in send-queue
+//    order, once the frames posted before it are on their way, and frames
+//    posted after it wait for it; its completion follows theirs.
 //    A bind needs a free window and a range inside a region registered with
 //    kAccessMwBind (and local write for remote write) and gives the window
 //    the key PostSend chose (key byte + 1). Every incoming RDMA write with a

@@ -2013,5 +2013,72 @@ TEST(EmulatedTransport, AMessageThatStopsMidWayBreaksTheConnection) {
   EXPECT_EQ(target.data[1000], 0);  // nothing more
 }
 
+// Binds and invalidates alone (no frame) execute at once, and a coalesced
+// ack stays coalesced: it leaves with the next frame, not alone (a lone ack
+// would wake the peer for nothing; per-call windows post them every call).
+TEST(EmulatedTransport, LocalRequestsAloneExecuteAtOnceAndSendNoLoneAck) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  Buf target = Reg(*p.server, 4096);
+  Buf windowed = Reg(*p.server, 4096, kAccessLocalWrite | kAccessMwBind);
+  auto w = p.server->AllocateWindow();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Buf src = Reg(*p.client, 4096);
+  Buf reply = Reg(*p.client, 64);
+  ASSERT_TRUE(p.server->PostRecv(55, LocalBuffer{}).ok());
+  ASSERT_TRUE(p.client->PostRecv(66, reply.all()).ok());
+  ASSERT_TRUE(Post(*p.client, {WriteImm(1, src.all(), target.addr(), target.mr->rkey(), 7)}).ok());
+  auto landed = PollN(*p.server, 1);  // its ack is now owed, coalesced
+  ASSERT_EQ(landed.size(), 1u);
+  EXPECT_EQ(landed[0].wr_id, 55u);
+
+  SendRequest bind;
+  bind.wr_id = 2;
+  bind.opcode = WorkOpcode::kBindWindow;
+  bind.window = w->get();
+  bind.window_region = windowed.mr.get();
+  bind.local = windowed.all();
+  bind.window_access = kAccessRemoteWrite;
+  ASSERT_TRUE(Post(*p.server, {bind}).ok());
+  SendRequest inv;
+  inv.wr_id = 3;
+  inv.opcode = WorkOpcode::kLocalInvalidate;
+  inv.rkey = (*w)->rkey();  // the key the bind gave it
+  ASSERT_TRUE(Post(*p.server, {inv}).ok());
+  // Executed within PostSend: both completions are there without progress.
+  Completion c[4];
+  auto n = p.server->TryPollCompletions(c);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, 2u);
+  EXPECT_EQ(c[0].wr_id, 2u);
+  EXPECT_EQ(c[0].opcode, WorkOpcode::kBindWindow);
+  EXPECT_EQ(c[1].wr_id, 3u);
+  EXPECT_EQ(c[1].opcode, WorkOpcode::kLocalInvalidate);
+  EXPECT_EQ(c[1].status, CompletionStatus::kSuccess);
+  // A refused one names its work request and the problem.
+  SendRequest empty = bind;
+  empty.wr_id = 9;
+  empty.local.length = 0;
+  Status refused = Post(*p.server, {empty});
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_NE(refused.ToString().find("wr_id 9: BIND_MW of 0 bytes"), std::string::npos)
+      << refused.ToString();
+  // Nothing was sent for them: the client has no ack to complete its write.
+  auto none = p.client->TryPollCompletions(c);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, 0u);
+
+  // The ack leaves with the server's next frame: the write and the SEND
+  // complete at the client together.
+  Buf msg = Reg(*p.server, 64);
+  ASSERT_TRUE(Post(*p.server, {Send(4, msg.all(), /*signaled=*/false)}).ok());
+  auto got = PollN(*p.client, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(got[1].wr_id, 66u);
+}
+
 }  // namespace
 }  // namespace naarpc
