@@ -86,11 +86,11 @@ class PublicHeadersTest(unittest.TestCase):
         # The check itself: an internal include is reported.
         import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".h", delete=False) as f:
-            f.write('#include "naarpc/status.h"\n#include "runtime/mrsp.h"\n'
+            f.write('#include "naarpc/status.h"\n#include "runtime/wire/mrsp.h"\n'
                     '#include <vector>\n#include "codegen/support/x.h"\n')
         try:
             self.assertEqual(non_public(f.name, own_generated_header),
-                             ["runtime/mrsp.h", "codegen/support/x.h"])
+                             ["runtime/wire/mrsp.h", "codegen/support/x.h"])
         finally:
             os.unlink(f.name)
 

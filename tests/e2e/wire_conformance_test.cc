@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
-#include "runtime/mrsp.h"
+#include "runtime/wire/mrsp.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"

@@ -19,7 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "runtime/metadata.h"
+#include "runtime/wire/metadata.h"
 #include "naarpc/protocol.h"
 
 namespace {
