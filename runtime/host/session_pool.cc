@@ -1,3 +1,6 @@
+// SessionPool (a client's sessions to one NAA, leased per call) and
+// AsyncRunner, with the status helpers generated clients use
+// (naarpc/codegen_support.h). The host room's client channel.
 #include "naarpc/codegen_support.h"
 
 #include <pthread.h>
@@ -351,45 +354,6 @@ Status AnnotateCallStatus(const Status& status, std::string_view routine,
     return Status(StatusCode::kNaaError, msg).set_wire_code(*status.wire_code());
   }
   return status.WithContext(routine);
-}
-
-Result<std::unique_ptr<CompositeHandler>> CompositeHandler::Create(
-    std::vector<ServiceHandler*> services) {
-  std::unique_ptr<CompositeHandler> h(new CompositeHandler());
-  for (ServiceHandler* s : services) {
-    if (s == nullptr) return InvalidArgumentError("CompositeHandler: null service");
-    for (uint8_t code : s->function_codes()) {
-      if (code > kMaxFunctionCode) {
-        return InvalidArgumentError("CompositeHandler: bad function code " +
-                                    std::to_string(code));
-      }
-      if (h->by_code_[code] != nullptr) {
-        return InvalidArgumentError(
-            "CompositeHandler: function code " + std::to_string(code) + " is served by both " +
-            std::string(h->by_code_[code]->service_name()) + " and " +
-            std::string(s->service_name()) +
-            " (function codes must be distinct across services on one server)");
-      }
-      h->by_code_[code] = s;
-    }
-  }
-  return h;
-}
-
-uint8_t CompositeHandler::Handle(NaaCall& call) {
-  ServiceHandler* s = call.function_code <= kMaxFunctionCode ? by_code_[call.function_code]
-                                                             : nullptr;
-  return s == nullptr ? kNaaStatusUnknownFunction : s->Handle(call);
-}
-
-std::chrono::milliseconds CompositeHandler::KernelTimeout(uint8_t function_code) const {
-  ServiceHandler* s = function_code <= kMaxFunctionCode ? by_code_[function_code] : nullptr;
-  return s == nullptr ? std::chrono::milliseconds::zero() : s->KernelTimeout(function_code);
-}
-
-std::string_view CompositeHandler::RoutineName(uint8_t function_code) const {
-  ServiceHandler* s = function_code <= kMaxFunctionCode ? by_code_[function_code] : nullptr;
-  return s == nullptr ? std::string_view() : s->RoutineName(function_code);
 }
 
 }  // namespace naarpc::codegen
