@@ -45,7 +45,7 @@
 
 #include "bench/transport_pingpong.h"
 #include "naarpc/client_session.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/interceptor.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"

@@ -1,4 +1,5 @@
 #include "runtime/engine/stream_rules.h"
+#include "runtime/wire/stream_frame.h"
 
 #include <string>
 

@@ -14,6 +14,7 @@
 
 #include "naarpc/protocol.h"
 #include "naarpc/status.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace naarpc::internal {
 

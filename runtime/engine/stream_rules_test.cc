@@ -2,6 +2,7 @@
 // broken rule is an error naming the stream, the expected and the received
 // frame.
 #include "runtime/engine/stream_rules.h"
+#include "runtime/wire/stream_frame.h"
 
 #include <gtest/gtest.h>
 

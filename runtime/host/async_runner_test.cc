@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 
 namespace {
 

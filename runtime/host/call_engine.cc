@@ -1,4 +1,4 @@
-#include "naarpc/call_engine.h"
+#include "naarpc/impl/call_engine.h"
 
 #include <pthread.h>
 #include <sched.h>

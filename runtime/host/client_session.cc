@@ -14,6 +14,8 @@
 #include "runtime/engine/state_machine.h"
 #include "runtime/engine/stream_rules.h"
 #include "runtime/engine/wire_ops.h"
+#include "runtime/wire/byte_order.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace naarpc {
 

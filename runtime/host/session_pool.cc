@@ -1,7 +1,7 @@
 // SessionPool (a client's sessions to one NAA, leased per call) and
 // AsyncRunner, with the status helpers generated clients use
-// (naarpc/codegen_support.h). The host room's client channel.
-#include "naarpc/codegen_support.h"
+// (naarpc/impl/codegen_support.h). The host room's client channel.
+#include "naarpc/impl/codegen_support.h"
 
 #include <pthread.h>
 

@@ -1,8 +1,8 @@
 // CompositeHandler: several generated services behind one NaaServer, each
-// call dispatched by its function code (naarpc/codegen_support.h).
+// call dispatched by its function code (naarpc/impl/codegen_support.h).
 #include <string>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 
 namespace naarpc::codegen {
 

@@ -8,6 +8,8 @@
 
 #include "naarpc/protocol.h"
 #include "runtime/wire/golden.h"
+#include "runtime/wire/byte_order.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace naarpc {
 namespace {

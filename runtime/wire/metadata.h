@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "naarpc/protocol.h"
+#include "runtime/wire/byte_order.h"
 
 namespace naarpc {
 

@@ -1,5 +1,6 @@
 // The NAA's reading of the spec dialect's metadata region (runtime/wire/metadata.h).
 #include "runtime/wire/metadata.h"
+#include "runtime/wire/byte_order.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,6 @@
 #include "runtime/wire/mrsp.h"
+#include "runtime/wire/byte_order.h"
+#include "runtime/wire/stream_frame.h"
 
 #include <cstdio>
 #include <string>

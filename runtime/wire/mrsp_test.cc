@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/wire/golden.h"
+#include "runtime/wire/byte_order.h"
 
 namespace naarpc {
 namespace {

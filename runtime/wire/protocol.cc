@@ -1,4 +1,5 @@
 #include "naarpc/protocol.h"
+#include "runtime/wire/stream_frame.h"
 
 #include <cstdio>
 

@@ -456,7 +456,7 @@ CPP_PRELUDE = """\
 #include <unistd.h>
 
 #include "naarpc/naarpc.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 using namespace std::chrono_literals;
 """
 

@@ -19,6 +19,7 @@
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
+#include "runtime/wire/byte_order.h"
 
 namespace naarpc {
 namespace {

@@ -21,6 +21,7 @@
 
 #include "runtime/wire/metadata.h"
 #include "naarpc/protocol.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace {
 

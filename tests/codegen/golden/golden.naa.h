@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "naarpc/call_engine.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/call_engine.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/deadline.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/status.h"

@@ -1,8 +1,8 @@
 // Support code shared by every file the naarpc code generator emits
 // (codegen/naarpc_gen.py). Users normally only touch StubOptions,
 // VarSpan (kernels with variable-length outputs) and CompositeHandler.
-#ifndef NAARPC_CODEGEN_SUPPORT_H_
-#define NAARPC_CODEGEN_SUPPORT_H_
+#ifndef NAARPC_IMPL_CODEGEN_SUPPORT_H_
+#define NAARPC_IMPL_CODEGEN_SUPPORT_H_
 
 #include <algorithm>
 #include <atomic>
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
-#include "naarpc/codegen_stream.h"
+#include "naarpc/impl/codegen_stream.h"
 #include "naarpc/call_stats.h"
 #include "naarpc/deadline.h"
 #include "naarpc/interceptor.h"
@@ -36,20 +36,6 @@
 #include "naarpc/transport.h"
 
 namespace naarpc::codegen {
-
-// Variable-length parameters start with an 8-byte big-endian element count;
-// the elements follow (docs/idl.md, "Variable-length parameters").
-inline constexpr size_t kLengthHeaderSize = 8;
-inline uint64_t ReadLengthHeader(std::span<const std::byte> region) {
-  return region.size() < kLengthHeaderSize
-             ? 0
-             : GetBe64(reinterpret_cast<const uint8_t*>(region.data()));
-}
-inline void WriteLengthHeader(std::span<std::byte> region, uint64_t count) {
-  if (region.size() >= kLengthHeaderSize) {
-    PutBe64(reinterpret_cast<uint8_t*>(region.data()), count);
-  }
-}
 
 // Typed view of `count` elements of T at `offset` bytes into a region.
 // Empty if the region is too small or misaligned for T.
@@ -301,4 +287,4 @@ class CompositeHandler final : public NaaHandler {
 
 }  // namespace naarpc::codegen
 
-#endif  // NAARPC_CODEGEN_SUPPORT_H_
+#endif  // NAARPC_IMPL_CODEGEN_SUPPORT_H_

@@ -17,8 +17,8 @@
 // flight and their answers came soon lately, the loop polls before it
 // sleeps (at most 100 us, less the more calls share the wait), offering the
 // CPU between polls and backing off once other threads want it.
-#ifndef NAARPC_CALL_ENGINE_H_
-#define NAARPC_CALL_ENGINE_H_
+#ifndef NAARPC_IMPL_CALL_ENGINE_H_
+#define NAARPC_IMPL_CALL_ENGINE_H_
 
 #include <atomic>
 #include <chrono>
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/deadline.h"
 #include "naarpc/status.h"
 
@@ -247,4 +247,4 @@ class CallEngine {
 
 }  // namespace naarpc::codegen
 
-#endif  // NAARPC_CALL_ENGINE_H_
+#endif  // NAARPC_IMPL_CALL_ENGINE_H_

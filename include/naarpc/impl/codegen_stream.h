@@ -3,8 +3,8 @@
 // StreamHandler that binds them to a call, and the typed reader and writer a
 // generated skeleton hands its kernel. Built on the runtime's stream API
 // (naarpc/stream.h on the host, NaaStream on the NAA).
-#ifndef NAARPC_CODEGEN_STREAM_H_
-#define NAARPC_CODEGEN_STREAM_H_
+#ifndef NAARPC_IMPL_CODEGEN_STREAM_H_
+#define NAARPC_IMPL_CODEGEN_STREAM_H_
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -559,4 +559,4 @@ class StreamWriter {
 
 }  // namespace naarpc::codegen
 
-#endif  // NAARPC_CODEGEN_STREAM_H_
+#endif  // NAARPC_IMPL_CODEGEN_STREAM_H_
