@@ -275,14 +275,14 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
   const int cl = m.AddScope("class " + cl_name, ns);
   m.Inherit(cl, ci);
   m.Declare(cl, cl_name, oS, "the name of class " + cl_name);
-  m.Declare(cl, "async_runner_", kFixed, "member async_runner_ of " + cl_name);
+  m.Declare(cl, "engine_", kFixed, "member engine_ of " + cl_name);
   m.UseOutside(cl, {"naarpc", "std", "size_t", "uint16_t"});
   const int ctor = m.AddScope("the constructor of " + cl_name, cl);
   for (const char* a : {"transport", "host", "port", "options"}) {
     m.Declare(ctor, a, kFixed, std::string("argument ") + a);
   }
   m.UseOutside(ctor, {"naarpc", "std", "uint16_t"});
-  m.Use(ctor, "async_runner_", cl, kFixed, "member");
+  m.Use(ctor, "engine_", cl, kFixed, "member");
 
   // class <S>Service : naarpc::codegen::ServiceHandler
   const std::string sv_name = c.service;
@@ -372,7 +372,7 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
         m.Use(f, rc.new_call, cl, o, "method");
         m.Use(f, rc.call_class, cl, o, "nested class");
       } else {
-        m.Use(f, "async_runner_", cl, kFixed, "member");
+        m.Use(f, "engine_", cl, kFixed, "member");
         m.Use(f, rc.method, cl, o, "method");
       }
     }
