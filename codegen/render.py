@@ -67,6 +67,8 @@ def param_summary(p):
     s = "%s: %s, %s x %s" % (p.name, p.direction, size, p.type.idl)
     if p.single_send:
         s += ", single-send"
+    if p.layout:
+        s += ", caller's layout %s (%d runs)" % (p.layout.text, p.layout.runs)
     if p.doc:
         s += "; " + " ".join(p.doc.split())
     return _comment_safe(s)
@@ -109,6 +111,14 @@ def kernel_value(p):
 def size_check(p, rname):
     t = p.type.idl
     fail = 'return naarpc::InvalidArgumentError("%s: parameter \'%s\' ' % (rname, p.name)
+    if p.layout:
+        # The view must match the declared layout (docs/idl.md "Layouts").
+        return "\n".join([
+            "  {",
+            "    static const naarpc::Layout naarpc_layout = %s;" % p.cpp.layout_expr,
+            "    NAARPC_RETURN_IF_ERROR(%s.Check(naarpc_layout, \"%s: parameter '%s'\"));"
+            % (p.name, rname, p.name),
+            "  }"])
     if p.is_stream:
         if p.direction == "in":
             return ""
@@ -145,6 +155,8 @@ def size_check(p, rname):
 
 
 def copy_in(p):
+    if p.layout:  # gathered from the caller's layout into the region, packed
+        return "  %s.GatherTo(naarpc_c.%s());" % (p.name, p.cpp.accessor)
     if p.scalar:
         return "  naarpc_c.%s()[0] = %s%s;" % (p.cpp.accessor, "" if p.direction == "in" else "*",
                                               p.name)
@@ -161,6 +173,8 @@ def copy_in(p):
 
 
 def copy_out(p):
+    if p.layout:  # scattered from the packed region into the caller's layout
+        return "  %s.ScatterFrom(naarpc_c.%s());" % (p.name, p.cpp.accessor)
     if p.scalar:
         return "  *%s = naarpc_c.%s()[0];" % (p.name, p.cpp.accessor)
     if p.variable:

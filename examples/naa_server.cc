@@ -95,33 +95,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "naa_server: %s\n", handler.status().ToString().c_str());
     return 1;
   }
-  // Restrict the dialect if asked: calls of the other one get status 0x04.
-  class DialectFilter final : public naarpc::NaaHandler {
-   public:
-    DialectFilter(naarpc::NaaHandler& inner, std::string dialect)
-        : inner_(inner), dialect_(std::move(dialect)) {}
-    uint8_t Handle(naarpc::NaaCall& call) override {
-      if (dialect_ != "any" &&
-          (call.dialect == naarpc::Dialect::kSpec) != (dialect_ == "spec")) {
-        return naarpc::kNaaStatusBadRegionLayout;
-      }
-      return inner_.Handle(call);
-    }
-    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
-      return inner_.KernelTimeout(code);
-    }
-    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
-
-   private:
-    naarpc::NaaHandler& inner_;
-    std::string dialect_;
-  } filtered(**handler, dialect);
   naarpc::services::naaice_stock::NaaiceStockKernels naaice_stock;
   naarpc::NaaHandler& served =
-      stock_kernels ? static_cast<naarpc::NaaHandler&>(naaice_stock) : filtered;
+      stock_kernels ? static_cast<naarpc::NaaHandler&>(naaice_stock) : **handler;
 
   naarpc::ServerOptions options;
   options.max_regions = max_regions;
+  // Restrict the dialect if asked: calls of the other one get status 0x04.
+  if (!stock_kernels && dialect != "any") {
+    options.dialect = dialect == "spec" ? naarpc::Dialect::kSpec : naarpc::Dialect::kReference;
+  }
   if (metrics_port >= 0) {
     options.metrics_port = static_cast<uint16_t>(metrics_port);
     options.metrics_host = metrics_address;

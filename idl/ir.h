@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "idl/diagnostic.h"
+#include "naarpc/strided_view.h"
 
 namespace naarpc::idl {
 
@@ -49,6 +50,16 @@ struct StreamDecl {
   Location location;       // of the `stream` mapping
 };
 
+// A parameter's layout in the caller's memory (docs/idl.md "Layouts", seed
+// 004). The NAA sees the parameter packed and contiguous: the region, the
+// wire bytes and the kernel's argument are those of the plain parameter.
+struct LayoutDecl {
+  naarpc::Layout layout;        // checked: CheckLayout(layout) is empty
+  uint64_t runs = 0;            // contiguous runs (scatter-gather entries) per call
+  std::vector<uint64_t> reach;  // per array: elements reached from its base
+  Location location;            // of the `layout` mapping
+};
+
 struct Param {
   std::string name;
   size_t index = 0;        // region index (parameters come first)
@@ -58,6 +69,7 @@ struct Param {
   Direction direction = Direction::kIn;
   bool single_send = false;
   std::optional<StreamDecl> stream;  // a stream: `count` is 0, `variable` false
+  std::optional<LayoutDecl> layout;  // only with a fixed `size` of at least 2
   // Index among the routine's non-stream parameters (NaaCall::params on the
   // NAA, which holds no streams); for streams, stream->index instead.
   size_t naa_index = 0;
@@ -91,6 +103,9 @@ struct Param {
     // client_type is the convenience form (std::span<const T> /
     // std::vector<T>*) and kernel_type StreamReader<T>& / StreamWriter<T>&.
     std::string stream_client_type;
+    // Layouts: the declared layout as a C++ expression of type
+    // naarpc::Layout (client_type is then naarpc::StridedView<[const] T>).
+    std::string layout_expr;
   } cpp;
 };
 
@@ -116,6 +131,9 @@ struct Routine {
   std::string doc;
   uint32_t timeout_ms = 0;     // kernel timeout
   uint32_t deadline_ms = 0;    // client default deadline
+  // Safe to run twice: a channel over several NAAs retries it on another
+  // NAA when one fails (docs/channel.md).
+  bool idempotent = false;
   std::vector<Param> params;
   std::vector<Internal> internals;
   std::vector<ErrorCode> errors;  // the errors this routine declares
@@ -174,6 +192,7 @@ struct Service {
     std::string client;                      // <S>Client
     std::string service;                     // <S>Service
     std::string mock;                        // Mock<S>Client
+    std::string channel_client;              // <S>ChannelClient
   } cpp;
 };
 

@@ -152,6 +152,56 @@ void WriteParam(JsonWriter& w, const Param& p) {
   } else {
     w.Null();
   }
+  w.Key("layout");
+  if (p.layout) {
+    const naarpc::Layout& l = p.layout->layout;
+    auto list = [&](std::string_view key, const std::vector<uint64_t>& v) {
+      w.Key(key);
+      w.BeginArray();
+      for (uint64_t x : v) w.Value(x);
+      w.EndArray();
+    };
+    w.BeginObject();
+    w.Field("kind", naarpc::LayoutKindName(l.kind));
+    w.Field("text", naarpc::LayoutToString(l));
+    w.Field("elements", naarpc::LayoutElements(l));
+    w.Field("runs", p.layout->runs);
+    w.Field("arrays", uint64_t{naarpc::LayoutArrays(l)});
+    list("reach", p.layout->reach);
+    switch (l.kind) {
+      case naarpc::Layout::Kind::kStrided:
+        w.Field("count", l.count);
+        w.Field("block", l.block);
+        w.Field("stride", l.stride);
+        w.Field("offset", l.offset);
+        break;
+      case naarpc::Layout::Kind::kSubArray:
+        list("shape", l.shape);
+        list("extents", l.extents);
+        list("offsets", l.offsets);
+        break;
+      case naarpc::Layout::Kind::kComposite:
+        w.Key("pieces");
+        w.BeginArray();
+        for (const naarpc::LayoutPiece& piece : l.pieces) {
+          w.BeginArray();
+          w.Value(piece.offset);
+          w.Value(piece.length);
+          w.EndArray();
+        }
+        w.EndArray();
+        break;
+      case naarpc::Layout::Kind::kInterleaved:
+        list("repeat", l.repeat);
+        break;
+      case naarpc::Layout::Kind::kContiguous:
+        break;
+    }
+    Where(w, p.layout->location);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
   w.Field("naa_index", uint64_t{p.naa_index});
   w.Field("doc", p.doc);
   w.Field("is_input", p.is_input());
@@ -172,6 +222,7 @@ void WriteParam(JsonWriter& w, const Param& p) {
   w.Field("size_setter", p.cpp.size_setter);
   w.Field("size_member", p.cpp.size_member);
   w.Field("stream_client_type", p.cpp.stream_client_type);
+  w.Field("layout_expr", p.cpp.layout_expr);
   w.EndObject();
   w.EndObject();
 }
@@ -200,6 +251,7 @@ void WriteRoutine(JsonWriter& w, const Routine& r) {
   w.Field("doc", r.doc);
   w.Field("timeout_ms", uint64_t{r.timeout_ms});
   w.Field("deadline_ms", uint64_t{r.deadline_ms});
+  w.Field("idempotent", r.idempotent);
   w.Field("has_variable", r.has_variable());
   w.Field("has_streams", r.has_streams());
   w.Field("stream_count", uint64_t{r.stream_count()});
@@ -252,6 +304,7 @@ void WriteService(JsonWriter& w, const Service& s) {
   w.Field("client", s.cpp.client);
   w.Field("service", s.cpp.service);
   w.Field("mock", s.cpp.mock);
+  w.Field("channel_client", s.cpp.channel_client);
   w.EndObject();
   w.Key("errors");
   w.BeginArray();

@@ -10,7 +10,6 @@
 // pin that session: calls given such an array as an output use that session,
 // so results land in the array without a copy. The GIL is never held while
 // waiting for a session's lock.
-#include <poll.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -29,10 +28,11 @@
 #include <vector>
 
 #include "idl/load.h"
-#include "naarpc/impl/codegen_stream.h"
 #include "naarpc/comm_state.h"
+#include "naarpc/impl/codegen_stream.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/transport_factory.h"
 #include "tools/naarpc/describe.h"
 #include "tools/naarpc/dynamic_call.h"
@@ -504,6 +504,9 @@ struct StreamOutput {
   // Iterator form: PipeSink::Next and Stop.
   std::function<Result<std::span<const std::byte>>()> next;
   std::function<void()> stop;
+  // Hands the chunk read last back and waits until `until` at most for
+  // what next() returns without waiting; false if `until` came first.
+  std::function<bool(Deadline)> wait;
   bool ended = false;
 };
 
@@ -518,6 +521,14 @@ struct CallStreams {
   std::vector<std::unique_ptr<StreamOutput>> outputs;  // in IDL order
   std::vector<std::shared_ptr<void>> keep;             // the typed sources and sinks
   std::unique_ptr<codegen::StreamBindings> bindings = std::make_unique<codegen::StreamBindings>();
+
+  CallStreams() {
+    // A cancelled call ends between its waits (StreamHandler::Check), also
+    // when no chunk is moving (an NAA that stalls).
+    bindings->SetCheck([cancelled = cancelled]() -> Status {
+      return cancelled->load() ? CancelledError("the call was cancelled") : Status::Ok();
+    });
+  }
 
   void AddInput(const std::string& full, const idl::Param& p, py::object value) {
     auto in = std::make_shared<StreamInput>(full, p, value, errors, cancelled);
@@ -548,6 +559,7 @@ struct CallStreams {
           return std::as_bytes(chunk);
         };
         o->stop = [sink] { sink->Stop(); };
+        o->wait = [sink](Deadline until) { return sink->WaitForNextUntil(until); };
         bindings->Bind<T>(p.stream->index, *sink);
         keep.push_back(sink);
       } else {
@@ -564,6 +576,23 @@ struct CallStreams {
     outputs.push_back(std::move(out));
   }
 };
+
+// The parameter a keyword argument names; TypeError listing the routine's
+// parameters if none.
+const idl::Param& ParamOf(const idl::Routine& routine, const std::string& full,
+                          const std::string& pname) {
+  if (const idl::Param* p = routine.FindParam(pname)) return *p;
+  std::string names;
+  for (const idl::Param& q : routine.params) names += (names.empty() ? "" : ", ") + q.name;
+  throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
+                       "' (parameters: " + names + ")");
+}
+
+// The interpreter's main thread (where Python runs signal handlers).
+unsigned long& MainThreadId() {
+  static unsigned long id = 0;
+  return id;
+}
 
 // A call whose output streams are read while it runs (`c.S.R.stream(...)`,
 // docs/python.md): the call runs on its own thread; each output stream is a
@@ -614,6 +643,26 @@ class StreamingCall {
   py::object Next(const std::string& name) {
     StreamOutput& o = Output(name);
     if (o.ended) return py::none();
+    // On the main thread, Ctrl-C is let through between 50 ms waits: the
+    // stream is stopped (the call fails at its next chunk) and the
+    // KeyboardInterrupt raised.
+    if (PyThread_get_thread_ident() == MainThreadId()) {
+      for (;;) {
+        bool ready;
+        {
+          py::gil_scoped_release release;
+          ready = o.wait(Deadline::At(Deadline::CoarseNow() + kStreamCheckInterval));
+        }
+        if (ready) break;
+        if (PyErr_CheckSignals() != 0) {
+          py::error_already_set interrupted;
+          streams_->cancelled->store(true);
+          o.stop();
+          o.ended = true;
+          throw interrupted;
+        }
+      }
+    }
     Result<std::span<const std::byte>> chunk = InternalError("");
     {
       py::gil_scoped_release release;
@@ -726,42 +775,31 @@ class StreamingCall {
   std::thread thread_;
 };
 
-// The interpreter's main thread (where Python runs signal handlers).
-unsigned long& MainThreadId() {
-  static unsigned long id = 0;
-  return id;
-}
 
 // Runs a call (no streams) on this thread, which holds no GIL, waiting for
-// it in slices of at most 50 ms: between them it takes the GIL and runs
-// Python's signal handlers (PyErr_CheckSignals). If one raises (Ctrl-C:
-// KeyboardInterrupt) the call is abandoned (its connection closed, so the
-// NAA's late answer cannot land) and the exception is kept in `*raised`.
+// it on the connection in slices of at most 50 ms (ClientSession::WaitCall:
+// one blocking receive per answer, as a C++ stub's call): between them it
+// takes the GIL and runs Python's signal handlers (PyErr_CheckSignals). If
+// one raises (Ctrl-C: KeyboardInterrupt) the call is abandoned (its
+// connection closed, so the NAA's late answer cannot land) and the
+// exception is kept in `*raised`.
 Status RunInterruptible(DynamicCall& call, const std::map<std::string, ValueView>& inputs,
                         Deadline deadline, std::shared_ptr<py::error_already_set>* raised) {
   constexpr auto kSlice = std::chrono::milliseconds(50);
   Status started = call.Start(inputs, deadline);
   if (!started.ok()) return started;
-  // The slices use the coarse clock (a precise read can cost ~1 us here).
-  auto next_check = Deadline::CoarseNow() + kSlice;
   for (;;) {
-    if (std::optional<Status> done = call.Continue()) return *done;
-    const auto now = Deadline::CoarseNow();
-    if (now >= next_check) {
-      next_check = now + kSlice;
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) {
-        *raised = std::make_shared<py::error_already_set>();  // fetches it
-        call.Abandon();
-        return CancelledError(call.full_name() + ": interrupted");
-      }
+    // The slices use the coarse clock (a precise read can cost ~1 us here).
+    const Deadline slice_end = Deadline::At(Deadline::CoarseNow() + kSlice);
+    if (std::optional<Status> done = call.Wait(Deadline::Earlier(slice_end, deadline))) {
+      return *done;
     }
-    int wait_ms = static_cast<int>(
-        std::chrono::ceil<std::chrono::milliseconds>(next_check - now).count());
-    const int left_ms = deadline.PollTimeoutMs();  // -1: infinite
-    if (left_ms >= 0) wait_ms = std::min(wait_ms, left_ms);
-    pollfd pfd{call.session().notify_fd(), POLLIN, 0};
-    ::poll(&pfd, 1, std::max(wait_ms, 0));
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      *raised = std::make_shared<py::error_already_set>();  // fetches it
+      call.Abandon();
+      return CancelledError(call.full_name() + ": interrupted");
+    }
   }
 }
 
@@ -812,13 +850,7 @@ class Client {
     std::set<std::string> given;
     for (auto [key, value] : kwargs) {
       const std::string pname = py::cast<std::string>(key);
-      const idl::Param* p = routine->FindParam(pname);
-      if (p == nullptr) {
-        std::string names;
-        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
-        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
-                             "' (parameters: " + names + ")");
-      }
+      const idl::Param* p = &ParamOf(*routine, full, pname);
       given.insert(pname);
       if (p->is_stream() && p->is_input()) {
         streams.AddInput(full, *p, py::reinterpret_borrow<py::object>(value));
@@ -882,8 +914,20 @@ class Client {
                                     "failed; take a new array with empty()");
         } else {
           if (has_streams) {
+            if (main_thread) {
+              // Ctrl-C ends the call between the stream's waits (its
+              // session is dropped below, as after any failed stream).
+              std::shared_ptr<PyErrors> errors = streams.errors;
+              const std::string what = full;
+              streams.bindings->SetCheck([errors, what]() -> Status {
+                py::gil_scoped_acquire gil;  // (the call's own cancel flag is never set here)
+                if (PyErr_CheckSignals() == 0) return Status::Ok();
+                errors->Set(py::error_already_set());
+                return CancelledError(what + ": interrupted");
+              });
+            }
             status = session->call->Invoke(inputs, *streams.bindings, deadline);
-          } else if (main_thread && session->call->session().notify_fd() >= 0) {
+          } else if (main_thread) {
             status = RunInterruptible(*session->call, inputs, deadline, &interrupt);
           } else {
             status = session->call->Invoke(inputs, nullptr, deadline);
@@ -981,13 +1025,7 @@ class Client {
     std::map<std::string, ValueView> inputs;
     for (auto [key, value] : kwargs) {
       const std::string pname = py::cast<std::string>(key);
-      const idl::Param* p = routine->FindParam(pname);
-      if (p == nullptr) {
-        std::string names;
-        for (const idl::Param& q : routine->params) names += (names.empty() ? "" : ", ") + q.name;
-        throw py::type_error(full + "() got an unexpected keyword argument '" + pname +
-                             "' (parameters: " + names + ")");
-      }
+      const idl::Param* p = &ParamOf(*routine, full, pname);
       if (!p->is_input()) {
         throw py::type_error(full + ".stream(): parameter '" + pname + "' is an output (" +
                              std::string(idl::DirectionName(p->direction)) +
@@ -1430,15 +1468,16 @@ class Server {
     auto made = NewTransport(transport, device);
     if (!made.ok()) Throw(made.status());
     transport_ = std::move(*made);
-    handler_ = std::make_unique<DialectFilter>(*naa_, dialect_);
     ServerOptions options;
+    // Calls of the other dialect get status 0x04.
+    if (dialect_ != "any") options.dialect = dialect_ == "spec" ? Dialect::kSpec : Dialect::kReference;
     options.log = [](std::string_view line) {
       std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
     };
     Result<std::unique_ptr<NaaServer>> started = InvalidArgumentError("");
     {
       py::gil_scoped_release release;
-      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *handler_,
+      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *naa_,
                                  options);
     }
     if (!started.ok()) Throw(started.status());
@@ -1547,24 +1586,6 @@ class Server {
     return kNaaStatusSuccess;
   }
 
-  class DialectFilter final : public NaaHandler {
-   public:
-    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
-    uint8_t Handle(NaaCall& call) override {
-      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
-        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only";
-        return kNaaStatusBadRegionLayout;
-      }
-      return inner_.Handle(call);
-    }
-    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
-      return inner_.KernelTimeout(code);
-    }
-
-   private:
-    NaaHandler& inner_;
-    const std::string dialect_;
-  };
 
   std::shared_ptr<const idl::IdlFile> idl_;
   std::string dialect_, address_;
@@ -1572,7 +1593,6 @@ class Server {
   std::vector<std::shared_ptr<py::object>> holders_;
   std::unique_ptr<cli::DynamicNaa> naa_;
   std::unique_ptr<Transport> transport_;
-  std::unique_ptr<DialectFilter> handler_;
   std::unique_ptr<NaaServer> server_;  // first to go
 };
 
@@ -1622,6 +1642,34 @@ PYBIND11_MODULE(_naarpc, m) {
           py::arg("selector") = "", py::arg("json") = false);
 
   m.def("load_idl", &LoadIdl, py::arg("path"));
+
+  // The process's per-routine statistics (StatsRegistry::Default(): the
+  // calls of every Client, and of every NAA served here), one dict each.
+  m.def("stats", [] {
+    py::list out;
+    for (const naarpc::RoutineStats::Snapshot& s : naarpc::StatsRegistry::Default()->Take()) {
+      py::dict d;
+      d["side"] = std::string(naarpc::CallSideName(s.side));
+      d["routine"] = s.routine;
+      d["peer"] = s.peer;
+      d["calls"] = s.completed;
+      d["in_flight"] = s.in_flight;
+      d["bytes_sent"] = s.bytes_sent;
+      d["bytes_received"] = s.bytes_received;
+      py::dict errors;
+      for (const auto& [name, count] : s.errors) errors[py::str(name)] = count;
+      d["errors"] = errors;
+      // Latency in seconds (the histogram's bucket bounds: a few % coarse).
+      d["latency_p50"] = static_cast<double>(s.latency_ns.Percentile(0.50)) * 1e-9;
+      d["latency_p90"] = static_cast<double>(s.latency_ns.Percentile(0.90)) * 1e-9;
+      d["latency_p99"] = static_cast<double>(s.latency_ns.Percentile(0.99)) * 1e-9;
+      d["latency_max"] = static_cast<double>(s.latency_ns.max) * 1e-9;
+      out.append(d);
+    }
+    return out;
+  });
+  // The same in the Prometheus text format (what a metrics endpoint serves).
+  m.def("metrics_text", [] { return naarpc::RenderPrometheusText(*naarpc::StatsRegistry::Default()); });
 
   py::class_<Client>(m, "Client")
       .def(py::init<const Idl&, std::optional<std::string>, const std::string&,

@@ -356,6 +356,26 @@ def test_cpp_stubs_call_a_python_served_naa(py_stream_server):
 
 # ---- Ctrl-C during a blocking call ------------------------------------------------------
 
+def interrupt_child(args, in_kernel, release):
+    """Runs a Python child (args: its script and arguments), waits for its
+    "calling" line and for the NAA's kernel to hold the call (`in_kernel`),
+    sends SIGINT while the call waits in C++, and returns (exit code,
+    output); `release` lets the kernel go once the child is done."""
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    try:
+        assert child.stdout.readline().split()[0] == "calling"
+        assert in_kernel.wait(120), "the call never reached the NAA's kernel"
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=120)
+    finally:
+        release.set()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return child.returncode, out
+
+
 CTRL_C_CHILD = r"""
 import sys
 import numpy as np
@@ -388,20 +408,58 @@ def test_ctrl_c_interrupts_a_blocking_call(tmp_path):
     script.write_text(CTRL_C_CHILD)
     with naarpc.serve(VECTOR, {"Add": add, "Dot": dot}, port=0, address="127.0.0.1",
                       transport="emulated", block=False) as server:
-        child = subprocess.Popen([sys.executable, str(script), VECTOR,
-                                  f"127.0.0.1:{server.port}"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                 env=dict(os.environ))
-        try:
-            assert child.stdout.readline().strip() == "calling"
-            assert arrived.wait(120), "the call never reached the NAA"
-            child.send_signal(signal.SIGINT)  # the call is in flight, blocked in C++
-            out, _ = child.communicate(timeout=120)
-        finally:
-            release.set()
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-    assert child.returncode == 0, out
+        returncode, out = interrupt_child([str(script), VECTOR, f"127.0.0.1:{server.port}"],
+                                          arrived, release)
+    assert returncode == 0, out
     assert "interrupted during the call" in out and "completed" not in out, out
     assert "after: [11.0]" in out, out
+
+
+# ---- Ctrl-C during a stream call --------------------------------------------------------
+
+CTRL_C_STREAM_CHILD = r"""
+import sys
+import numpy as np
+import naarpc
+
+with naarpc.Client(sys.argv[1], sys.argv[2], transport="emulated") as c:
+    try:
+        if sys.argv[3] == "collected":
+            print("calling", flush=True)
+            c.StreamOps.Generate(count=10_000_000, deadline=600)
+        else:
+            chunks = c.StreamOps.Generate.stream(count=10_000_000, deadline=600)
+            first = next(iter(chunks))
+            print("calling", len(first), flush=True)
+            for _ in chunks:
+                pass
+        print("completed", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted during the stream", flush=True)
+    # The client goes on: the interrupted call's connection was dropped.
+    print("after:", len(c.StreamOps.Generate(count=1000).data), flush=True)
+"""
+
+
+@pytest.mark.parametrize("form", ["collected", "iterated"])
+def test_ctrl_c_interrupts_a_stream_call(tmp_path, form):
+    stalled, release = threading.Event(), threading.Event()
+
+    def stalling_generate(call, count, data):
+        n = int(count[0])
+        if n < 1_000_000:
+            data.write(np.zeros(n, np.uint8))
+            return
+        data.write(np.ones(65536, np.uint8))  # one chunk, then the stream stalls
+        stalled.set()
+        release.wait(600)
+
+    script = tmp_path / "child.py"
+    script.write_text(CTRL_C_STREAM_CHILD)
+    with naarpc.serve(STREAM, {"Generate": stalling_generate}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False) as server:
+        returncode, out = interrupt_child(
+            [str(script), STREAM, f"127.0.0.1:{server.port}", form], stalled, release)
+    assert returncode == 0, out
+    assert "interrupted during the stream" in out and "completed" not in out, out
+    assert "after: 1000" in out, out

@@ -437,6 +437,43 @@ def test_serve_variable_lengths_exceptions_and_builtin_kernels():
         kept[0].set_length("sums", 1)
 
 
+def test_stats_count_both_sides_of_each_call():
+    def isqrt(call, x, root):
+        if (x < 0).any():
+            return "NEGATIVE_INPUT"
+        root[:] = np.floor(np.sqrt(x))
+
+    def naa_side(routine):
+        return {e["peer"]: e for e in naarpc.stats()
+                if e["side"] == "naa" and e["routine"] == routine}.get("127.0.0.1")
+
+    before = naa_side("CheckedMath.Isqrt") or {"calls": 0, "errors": {}}
+    with naarpc.serve(CHECKED, {"Isqrt": isqrt}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False) as server:
+        target = f"127.0.0.1:{server.port}"
+        with naarpc.Client(CHECKED, target, transport="emulated") as c:
+            for i in range(5):
+                c.CheckedMath.Isqrt(x=np.array([i * i], np.int64))
+            for _ in range(2):
+                with pytest.raises(naarpc.NaaError):
+                    c.CheckedMath.Isqrt(x=np.array([-1], np.int64))
+        host = [e for e in naarpc.stats() if e["side"] == "host" and e["peer"] == target]
+        assert len(host) == 1, host
+        host = host[0]
+        assert host["routine"] == "CheckedMath.Isqrt"
+        assert host["calls"] == 7 and host["in_flight"] == 0
+        # Errors by wire status (docs/operating.md): NEGATIVE_INPUT is 0x13.
+        assert host["errors"] == {"NAA_0x13": 2}
+        assert host["bytes_sent"] > 0 and host["bytes_received"] > 0
+        assert 0 < host["latency_p50"] <= host["latency_max"]
+        naa = naa_side("CheckedMath.Isqrt")
+        assert naa["calls"] - before["calls"] == 7
+        assert naa["errors"].get("NAA_0x13", 0) - before["errors"].get("NAA_0x13", 0) == 2
+        text = naarpc.metrics_text()
+        assert (f'naarpc_calls_total{{side="host",routine="CheckedMath.Isqrt",peer="{target}"}} 7'
+                in text), text
+
+
 def test_serve_refuses_bad_kernels():
     idl = naarpc.load_idl(VECTOR)
     with pytest.raises(KeyError, match="no routine 'Nope'"):
@@ -456,11 +493,12 @@ def doc_block(ident):
 
 
 @pytest.mark.parametrize("ident", ["quickstart", "errors", "serve", "streams",
-                                   "serve-streams"])
+                                   "serve-streams", "stats"])
 def test_doc_snippets(ident, naa_port, capsys):
     code = doc_block(ident).replace("127.0.0.1:12345", f"127.0.0.1:{naa_port}")
     exec(compile(code, f"docs/python.md#{ident}", "exec"), {"__name__": "__doc__"})
     out = capsys.readouterr().out
     expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]",
-                "streams": "4000000\nTrue", "serve-streams": "[1 3 5 7 9]"}[ident]
+                "streams": "4000000\nTrue", "serve-streams": "[1 3 5 7 9]",
+                "stats": " True\nTrue"}[ident]
     assert expected in out

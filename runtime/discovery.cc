@@ -89,10 +89,19 @@ Result<std::vector<NaaEndpoint>> ParseNaaSpec(std::string_view spec) {
     }
     NAARPC_ASSIGN_OR_RETURN(NaaEndpoint e, ParseEntry(entry, number));
     for (const NaaEndpoint& prev : out) {
-      if (prev.function_code == e.function_code) {
+      if (prev.function_code == e.function_code && prev.address == e.address &&
+          prev.port == e.port) {
         return InvalidArgumentError("NAA_SPEC entry " + std::to_string(number) + " " +
                                     Quote(entry) + ": function code " +
-                                    std::to_string(e.function_code) + " is named twice");
+                                    std::to_string(e.function_code) + " is named twice for " +
+                                    Quote(e.address + ":" + std::to_string(e.port)));
+      }
+      if (prev.function_code == e.function_code && prev.param_count != e.param_count) {
+        return InvalidArgumentError(
+            "NAA_SPEC entry " + std::to_string(number) + " " + Quote(entry) + ": function code " +
+            std::to_string(e.function_code) + " has parameter count " +
+            std::to_string(e.param_count) + " here and " + std::to_string(prev.param_count) +
+            " in an entry before");
       }
     }
     out.push_back(std::move(e));

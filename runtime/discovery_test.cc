@@ -25,6 +25,15 @@ TEST(ParseNaaSpec, EntriesWithDefaultsAndIpv6) {
   EXPECT_EQ((*r)[2].param_count, 255u);
 }
 
+TEST(ParseNaaSpec, SeveralNaasServeOneFunctionCode) {
+  auto r = ParseNaaSpec("n1:4000:1:3,n2:4000:1:3,n1:4001:1:3,n1:4000:2:1");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 4u);
+  EXPECT_EQ((*r)[1].address, "n2");
+  EXPECT_EQ((*r)[2].port, 4001);
+  EXPECT_EQ((*r)[3].function_code, 2);
+}
+
 TEST(ParseNaaSpec, MalformedEntriesNameTheEntryAndTheField) {
   struct Case {
     const char* spec;
@@ -48,7 +57,8 @@ TEST(ParseNaaSpec, MalformedEntriesNameTheEntryAndTheField) {
            Case{"fe80::1:1:2:3", "more than 4 fields (an IPv6 address needs brackets)"},
            Case{"[fe80::1:1:2:3", "'[' without ']'"},
            Case{"[fe80::1]1:2:3", "expected ':' after the bracketed address"},
-           Case{"a:1:5:1,b:2:5:1", "entry 2 'b:2:5:1': function code 5 is named twice"},
+           Case{"a:1:5:1,a:1:5:1", "entry 2 'a:1:5:1': function code 5 is named twice for 'a:1'"},
+           Case{"a:1:5:1,b:2:5:2", "entry 2 'b:2:5:2': function code 5 has parameter count 2 here and 1 in an entry before"},
        }) {
     auto r = ParseNaaSpec(c.spec);
     ASSERT_FALSE(r.ok()) << c.spec;

@@ -215,6 +215,7 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
   m.Declare(ns, c.client, oS, "class");
   m.Declare(ns, c.service, oS, "class");
   m.Declare(ns, c.mock, oS, "mock class");
+  m.Declare(ns, c.channel_client, oS, "class");
   m.UseOutside(ns, {"naarpc", "std", "uint8_t"});
 
   // enum class <S>Error

@@ -36,10 +36,48 @@ std::string ClientType(const Param& p) {
     return p.direction == Direction::kIn ? "std::span<const " + t + ">"
                                          : "std::vector<" + t + ">*";
   }
+  if (p.layout) {
+    return p.direction == Direction::kIn ? "naarpc::StridedView<const " + t + ">"
+                                         : "naarpc::StridedView<" + t + ">";
+  }
   if (p.scalar()) return p.direction == Direction::kIn ? t : t + "*";
   if (p.direction == Direction::kIn) return "std::span<const " + t + ">";
   if (p.variable) return "std::vector<" + t + ">*";
   return "std::span<" + t + ">";
+}
+
+std::string List(const std::vector<uint64_t>& v) {
+  std::string s = "{";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]) + "u";
+  return s + "}";
+}
+
+// The declared layout as a naarpc::Layout expression (generated stubs).
+std::string LayoutExpr(const Param& p) {
+  if (!p.layout) return "";
+  const naarpc::Layout& l = p.layout->layout;
+  switch (l.kind) {
+    case naarpc::Layout::Kind::kStrided:
+      return "naarpc::Layout::Strided(" + std::to_string(l.count) + "u, " +
+             std::to_string(l.block) + "u, " + std::to_string(l.stride) + "u, " +
+             std::to_string(l.offset) + "u)";
+    case naarpc::Layout::Kind::kSubArray:
+      return "naarpc::Layout::SubArray(" + List(l.shape) + ", " + List(l.extents) + ", " +
+             List(l.offsets) + ")";
+    case naarpc::Layout::Kind::kComposite: {
+      std::string s = "naarpc::Layout::Composite({";
+      for (size_t i = 0; i < l.pieces.size(); ++i)
+        s += (i ? ", {" : "{") + std::to_string(l.pieces[i].offset) + "u, " +
+             std::to_string(l.pieces[i].length) + "u}";
+      return s + "})";
+    }
+    case naarpc::Layout::Kind::kInterleaved:
+      return "naarpc::Layout::Interleaved(" + List(l.repeat) + ", " + std::to_string(l.elements) +
+             "u)";
+    case naarpc::Layout::Kind::kContiguous:
+      return "naarpc::Layout::Contiguous(" + std::to_string(l.elements) + "u)";
+  }
+  return "";
 }
 
 std::string StreamClientType(const Param& p) {
@@ -114,7 +152,8 @@ void AssignCppNames(IdlFile& idl) {
   for (Service& s : idl.services) {
     const std::string& S = s.name;
     s.cpp = {S + "Error", S + "ErrorName", S + "ErrorFromStatus", S + "ClientInterface",
-             S + "Client", S + "Service", "Mock" + S + "Client"};
+             S + "Client", S + "Service", "Mock" + S + "Client",
+             S + "ChannelClient"};
     for (ErrorCode& e : s.errors) e.enumerator = "k" + PascalFromUpperSnake(e.name);
     for (Routine& r : s.routines) {
       const std::string& R = r.name;
@@ -139,6 +178,7 @@ void AssignCppNames(IdlFile& idl) {
         p.cpp.client_type = ClientType(p);
         p.cpp.kernel_type = KernelType(p);
         p.cpp.stream_client_type = StreamClientType(p);
+        p.cpp.layout_expr = LayoutExpr(p);
         // A stream has no buffer in the zero-copy call: it is an argument
         // of Invoke.
         p.cpp.accessor = p.is_stream() ? "" : p.name;

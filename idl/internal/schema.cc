@@ -30,6 +30,7 @@ constexpr FieldRule kRoutineFields[] = {
     {"doc", FieldKind::kString},
     {"timeout_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
     {"deadline_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
+    {"idempotent", FieldKind::kBoolean},
     {"params", FieldKind::kList, true},
     {"internal", FieldKind::kList},
     {"errors", FieldKind::kList},
@@ -42,6 +43,7 @@ constexpr FieldRule kParamFields[] = {
     {"direction", FieldKind::kDirection, true},
     {"single_send", FieldKind::kBoolean},
     {"stream", FieldKind::kMapping},
+    {"layout", FieldKind::kMapping},
     {"doc", FieldKind::kString},
 };
 // docs/protocol.md 15: window 1..64 (the chunk's byte limit depends on the
@@ -49,6 +51,28 @@ constexpr FieldRule kParamFields[] = {
 constexpr FieldRule kStreamFields[] = {
     {"chunk", FieldKind::kInteger, true, 1},
     {"window", FieldKind::kInteger, true, 1, 64},
+};
+// docs/idl.md "Layouts" (seed 004): exactly one form per layout; the
+// arithmetic rules are naarpc::CheckLayout's (runtime/wire/layout.cc).
+constexpr FieldRule kLayoutFields[] = {
+    {"strided", FieldKind::kMapping},
+    {"subarray", FieldKind::kMapping},
+    {"composite", FieldKind::kList, false, std::nullopt, std::nullopt, 1},
+    {"interleaved", FieldKind::kMapping},
+};
+constexpr FieldRule kStridedFields[] = {
+    {"count", FieldKind::kInteger, true, 1},
+    {"block", FieldKind::kInteger, true, 1},
+    {"stride", FieldKind::kInteger, true, 1},
+    {"offset", FieldKind::kInteger, false, 0},
+};
+constexpr FieldRule kSubArrayFields[] = {
+    {"shape", FieldKind::kList, true, std::nullopt, std::nullopt, 2},
+    {"extents", FieldKind::kList, true, std::nullopt, std::nullopt, 2},
+    {"offsets", FieldKind::kList},
+};
+constexpr FieldRule kInterleavedFields[] = {
+    {"repeat", FieldKind::kList, true, std::nullopt, std::nullopt, 2},
 };
 constexpr FieldRule kInternalFields[] = {
     {"name", FieldKind::kIdentifier, true},
@@ -321,6 +345,31 @@ const ObjectRules& InternalRules() {
 const ObjectRules& ErrorRules() {
   static const ObjectRules r{"error", kErrorFields};
   return r;
+}
+const ObjectRules& LayoutRules() {
+  static const ObjectRules r{"layout", kLayoutFields};
+  return r;
+}
+const ObjectRules& StridedRules() {
+  static const ObjectRules r{"strided", kStridedFields};
+  return r;
+}
+const ObjectRules& SubArrayRules() {
+  static const ObjectRules r{"subarray", kSubArrayFields};
+  return r;
+}
+const ObjectRules& InterleavedRules() {
+  static const ObjectRules r{"interleaved", kInterleavedFields};
+  return r;
+}
+std::optional<int64_t> ReadListInteger(const YamlNode& n, const std::string& path,
+                                       int64_t minimum, Sink& sink) {
+  if (n.kind == YamlNode::Kind::kNull) {
+    sink.Error(n.location, path, "expected an integer, got null (empty value)");
+    return std::nullopt;
+  }
+  const FieldRule rule{"", FieldKind::kInteger, false, minimum};
+  return ReadInteger(n, path, rule, sink);
 }
 const ObjectRules& StreamRules() {
   static const ObjectRules r{"stream", kStreamFields};

@@ -52,6 +52,15 @@ const ObjectRules& ParamRules();
 const ObjectRules& InternalRules();
 const ObjectRules& ErrorRules();
 const ObjectRules& StreamRules();
+const ObjectRules& LayoutRules();
+const ObjectRules& StridedRules();
+const ObjectRules& SubArrayRules();
+const ObjectRules& InterleavedRules();
+
+// An integer list entry (layouts: shape, pieces, repeat) with the IDL's
+// integer rules and `minimum`; nullopt (reported) if it is not one.
+std::optional<int64_t> ReadListInteger(const YamlNode& n, const std::string& path,
+                                       int64_t minimum, Sink& sink);
 
 // The element type and direction names, in schema order.
 std::span<const std::string_view> ElementTypeNames();

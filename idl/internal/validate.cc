@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "idl/internal/cpp_names.h"
+#include "idl/internal/layout.h"
 #include "idl/internal/schema.h"
 
 namespace naarpc::idl::internal {
@@ -238,6 +239,14 @@ class Builder {
       }
     }
     NumberStreams(r, rt);
+    if (std::optional<bool> idem = r.Boolean("idempotent")) {
+      rt.idempotent = *idem;
+      if (rt.idempotent && rt.has_streams()) {
+        sink_.Error(r.At("idempotent"), r.Path("idempotent"),
+                    "routine '" + shown + "' has streams and cannot be idempotent: its sources "
+                    "are read once, so a retry on another NAA could not send them again");
+      }
+    }
     if (params != nullptr && directions_known) {
       bool in = false, out = false;
       for (const Param& p : rt.params) in |= p.is_input(), out |= p.is_output();
@@ -344,6 +353,7 @@ class Builder {
       }
     }
     prm.doc = p.String("doc").value_or("");
+    if (p.Has("layout")) ReadLayout(p, prm, count, sink_);
     if (prm.stream) {
       prm.count = 0;
     } else if (type && count) {

@@ -100,6 +100,11 @@ class ClientSession {
   // Blocks until the call started by StartCall has finished (for a
   // transport without notify_fd()); its status, as Call() returns it.
   Status FinishCall();
+  // FinishCall() that gives up waiting at `until` (std::nullopt: the call
+  // is still in flight; call again, or AbandonCall). Waits on the connection
+  // itself, like Call(), not on notify_fd(): for a caller that must look up
+  // now and then (e.g. for a signal) without an event loop.
+  [[nodiscard]] std::optional<Status> WaitCall(Deadline until);
   // Ends the call in flight with kCancelled; the session is then in ERROR
   // (its connection closed, so the NAA's answer cannot land). No-op if none.
   void AbandonCall();

@@ -31,8 +31,9 @@ struct NaaEndpoint {
 };
 
 // Parses a NAA_SPEC value. kInvalidArgument names the entry (1-based), its
-// text and the field that is wrong; every entry must be valid, and a
-// function code may appear once.
+// text and the field that is wrong; every entry must be valid. A function
+// code may be served by several NAAs (one entry each, the same parameter
+// count: a naarpc::Channel spreads calls over them), but named once per NAA.
 Result<std::vector<NaaEndpoint>> ParseNaaSpec(std::string_view spec);
 
 // What the environment says: NAA_SPEC (required: kNotFound if unset or
@@ -40,7 +41,7 @@ Result<std::vector<NaaEndpoint>> ParseNaaSpec(std::string_view spec);
 struct NaaDiscovery {
   std::vector<NaaEndpoint> endpoints;
   std::optional<std::string> local_ip;
-  // The entry for `function_code`; kNotFound naming the codes there are.
+  // The first entry for `function_code`; kNotFound naming the codes there are.
   Result<NaaEndpoint> Find(uint8_t function_code) const;
 };
 Result<NaaDiscovery> DiscoverNaa();

@@ -104,6 +104,10 @@ class NaaHandler {
 
 struct ServerOptions {
   size_t max_regions = kDefaultNaaMaxRegions;  // MRSP error 0x03 beyond
+  // Serves calls of this wire dialect only: a call in the other one gets
+  // status 0x04 (a region layout it does not serve), and the log says why.
+  // Default: both, each connection in the dialect its host's MRSP chose.
+  std::optional<Dialect> dialect;
   // Size of the emulated NAA address space that requested NAA addresses
   // refer to: address >= size -> 0x02, address + size > size -> 0x01.
   uint64_t naa_memory_size = uint64_t{1} << 36;

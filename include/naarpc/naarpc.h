@@ -6,6 +6,7 @@
 #define NAARPC_NAARPC_H_
 
 #include "naarpc/call_stats.h"
+#include "naarpc/channel.h"
 #include "naarpc/client_session.h"
 #include "naarpc/comm_state.h"
 #include "naarpc/deadline.h"
@@ -21,6 +22,7 @@
 #include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
 #include "naarpc/stream.h"
+#include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 #include "naarpc/transport_factory.h"
 

@@ -5,6 +5,7 @@
 #ifndef NAARPC_STREAM_H_
 #define NAARPC_STREAM_H_
 
+#include <chrono>
 #include <cstddef>
 #include <span>
 
@@ -26,7 +27,13 @@ class StreamHandler {
   // returns); `end` on the last one (which may be empty). An error fails the
   // call (the session goes to ERROR).
   virtual Status Consume(size_t stream, std::span<const std::byte> chunk, bool end) = 0;
+  // Called while the call waits for the NAA, at least every
+  // kStreamCheckInterval: an error ends the call with it (the session goes
+  // to ERROR), e.g. to let a user's Ctrl-C through a long stream.
+  virtual Status Check() { return Status::Ok(); }
 };
+
+inline constexpr std::chrono::milliseconds kStreamCheckInterval{50};
 
 }  // namespace naarpc
 

@@ -101,6 +101,13 @@ struct SendRequest {
   uint64_t wr_id = 0;
   WorkOpcode opcode = WorkOpcode::kSend;  // kSend, kRdmaWrite, kRdmaWriteWithImm
   LocalBuffer local;         // what to send/write (length may be 0)
+  // A gather list (ibv_send_wr's sg_list, docs/protocol.md 16): if not
+  // empty, the payload is these buffers one after the other and `local` is
+  // ignored; each is checked like `local` (lkey, bounds). At most
+  // Connection::max_send_sge() entries (more: kInvalidArgument, nothing
+  // posted; chain work requests instead). REQUIRES: valid until PostSend
+  // returns; the memory it names until the request's completion.
+  std::span<const LocalBuffer> sg_list;
   uint64_t remote_addr = 0;  // RDMA only
   uint32_t rkey = 0;         // RDMA only
   uint32_t imm_data = 0;     // kRdmaWriteWithImm only, host byte order
@@ -172,6 +179,10 @@ class Connection {
   // stays valid for the connection's lifetime.
   // -1 if the backend has none (drive the connection with WaitNotify).
   virtual int notify_fd() { return -1; }
+
+  // Most gather entries one send work request may carry
+  // (SendRequest::sg_list): the queue pair's max_send_sge on verbs.
+  virtual uint32_t max_send_sge() const { return 1; }
 
   // Largest payload the backend sends inline (0 if none); informational.
   virtual uint32_t max_inline_data() const { return 0; }

@@ -32,7 +32,21 @@ from ._errors import (DeadlineExceeded, Error, IdlError, InvalidArgument, NaaErr
                       Unavailable)
 
 __all__ = ["load_idl", "Idl", "Client", "Result", "StreamingCall", "serve", "Server", "Error", "NaaError",
-           "DeadlineExceeded", "Unavailable", "IdlError", "InvalidArgument"]
+           "DeadlineExceeded", "Unavailable", "IdlError", "InvalidArgument", "stats", "metrics_text"]
+
+
+def stats():
+    """This process's per-routine call statistics, one dict per (side,
+    routine, peer): side "host" for the calls of every Client, "naa" for the
+    calls an NAA served here answered; calls, in_flight, bytes_sent,
+    bytes_received, errors ({status name: count}) and latency_p50/p90/p99/max
+    in seconds (docs/python.md, docs/operating.md)."""
+    return _naarpc.stats()
+
+
+def metrics_text():
+    """stats() in the Prometheus text exposition format (docs/operating.md)."""
+    return _naarpc.metrics_text()
 
 
 class Idl:

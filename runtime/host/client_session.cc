@@ -130,6 +130,7 @@ class ClientSession::Impl {
   Status OnCallCompletion(const Completion& c, bool& done);
   Status EndCall(Status polled);
   std::optional<Status> ContinueCall();
+  std::optional<Status> WaitCall(Deadline until);
   Status FinishCall();
 
   // The call in flight, from BeginCall to EndCall.
@@ -674,6 +675,32 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
   }
 }
 
+// Waits on the connection itself (as FinishCall) until the call ends or
+// `until` passes.
+std::optional<Status> ClientSession::Impl::WaitCall(Deadline until) {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  ForgetNotify();  // PollCompletions arms and consumes on its own
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  const Deadline wait = Deadline::Earlier(until, call.deadline);
+  std::array<Completion, 4> batch;
+  for (;;) {
+    Result<size_t> n = conn->PollCompletions(batch, wait);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    // The whole batch, even once done (a write's completion frees slots).
+    bool done = false;
+    for (size_t i = 0; i < *n; ++i) {
+      Status s = OnCallCompletion(batch[i], done);
+      if (!s.ok()) return EndCall(std::move(s));
+    }
+    if (done) return EndCall(Status::Ok());
+    if (*n > 0) continue;
+    if (call.deadline.expired()) {
+      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
+    }
+    if (wait.expired()) return std::nullopt;
+  }
+}
+
 // Blocks until the call started by BeginCall ends.
 Status ClientSession::Impl::FinishCall() {
   if (!call.active) return FailedPreconditionError("no call in flight on this session");
@@ -745,6 +772,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
   }
   bool answered = false;
   std::array<Completion, 8> batch;
+  auto next_check = Deadline::CoarseNow() + kStreamCheckInterval;
   for (;;) {
     // Send what the windows and the send queue allow: owed credits first.
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -794,8 +822,14 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     }
     if (answered && !ep.send_budget().signal_pending()) return Status::Ok();
 
-    Result<size_t> n = conn->PollCompletions(batch, deadline);
+    // Waits in slices, and the handler may end the call between them (Check).
+    Result<size_t> n = conn->PollCompletions(
+        batch, Deadline::Earlier(deadline, Deadline::At(next_check)));
     if (!n.ok()) return n.status().WithContext("streaming");
+    if (const auto now = Deadline::CoarseNow(); now >= next_check) {
+      next_check = now + kStreamCheckInterval;
+      NAARPC_RETURN_IF_ERROR(handler.Check());
+    }
     if (*n == 0 && deadline.expired()) {
       return DeadlineExceededError(
           std::string(answered ? "the NAA answered, but our last write was not acknowledged"
@@ -936,6 +970,7 @@ Status ClientSession::StartCall(uint8_t function_code, Deadline deadline,
 }
 
 std::optional<Status> ClientSession::ContinueCall() { return impl_->ContinueCall(); }
+std::optional<Status> ClientSession::WaitCall(Deadline until) { return impl_->WaitCall(until); }
 
 Status ClientSession::FinishCall() { return impl_->FinishCall(); }
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <utility>
 
+#include "runtime/cycle_clock.h"
+
 namespace naarpc::codegen {
 
 SessionPool::SessionPool(Transport& transport, std::string host, uint16_t port,
@@ -170,7 +172,7 @@ Status SessionPool::Lease::BeginObserved(uint8_t function_code, Deadline deadlin
     }
   }
   if (pool.stats_ != nullptr) pool.stats_->RecordStart();
-  started_ = Deadline::Clock::now();
+  started_ns_ = internal::CycleClock::NowNanos();
   if (list == nullptr) return Status::Ok();
   CallInfo info{.side = CallSide::kHost,
                 .routine = pool.routine_,
@@ -192,7 +194,7 @@ void SessionPool::Lease::EndObserved(const Status& status) {
   if (!observed_) return;
   observed_ = false;
   SessionPool& pool = *pool_;
-  const auto duration = Deadline::Clock::now() - started_;
+  const std::chrono::nanoseconds duration(internal::CycleClock::NowNanos() - started_ns_);
   const uint64_t received = status.ok() ? pool.output_bytes_ : 0;
   if (pool.stats_ != nullptr) {
     pool.stats_->RecordEnd(

@@ -22,12 +22,13 @@
 
 #include "naarpc/log.h"
 #include "naarpc/metrics_server.h"
-#include "runtime/naa/admission.h"
+#include "runtime/cycle_clock.h"
 #include "runtime/engine/endpoint.h"
 #include "runtime/engine/event_engine.h"
+#include "runtime/engine/send_queue_budget.h"
+#include "runtime/naa/admission.h"
 #include "runtime/wire/metadata.h"
 #include "runtime/wire/mrsp.h"
-#include "runtime/engine/send_queue_budget.h"
 #include "runtime/spin_budget.h"
 #include "runtime/engine/state_machine.h"
 #include "runtime/engine/stream_rules.h"
@@ -395,7 +396,7 @@ class ConnectionServer final : public internal::Driven,
   bool observed_ = false;
   uint8_t observed_code_ = 0;
   uint64_t observed_bytes_in_ = 0;
-  Deadline::Clock::time_point observed_start_{};
+  int64_t observed_start_ns_ = 0;  // CycleClock
   RoutineStats* observed_stats_ = nullptr;
   // The last function code's statistics (a session calls one routine).
   int stats_code_ = -1;
@@ -859,8 +860,11 @@ Status ConnectionServer::Progress() {
   std::array<Completion, 8> batch;
   bool armed = false;
   bool down = false;                  // WaitNotify reported the connection down
-  Deadline linger = Deadline::Now();  // kLingerAfterCall after a call
-  bool lingering = false;             // counted by the engine
+  // kLingerAfterCall after the last call, on the coarse clock: a linger may
+  // end a tick early, and the precise clock costs up to ~0.1 us per read
+  // (VMs), twice per call in a loop.
+  Deadline::Clock::time_point linger_until{};
+  bool lingering = false;  // counted by the engine
   struct EndLinger {
     internal::EventEngine& engine;
     bool& lingering;
@@ -869,8 +873,9 @@ Status ConnectionServer::Progress() {
     }
   } end_linger{engine_, lingering};
   for (;;) {
-    Result<size_t> n = linger.expired() ? conn_->TryPollCompletions(batch)
-                                        : conn_->PollCompletions(batch, linger);
+    const bool wait = lingering && Deadline::CoarseNow() < linger_until;
+    Result<size_t> n = wait ? conn_->PollCompletions(batch, Deadline::At(linger_until))
+                            : conn_->TryPollCompletions(batch);
     if (!n.ok()) return n.status();  // kDisconnected: the host left
     for (size_t i = 0; i < *n; ++i) {
       if (phase_ == Phase::kMrsp) {
@@ -889,7 +894,7 @@ Status ConnectionServer::Progress() {
       if (phase_ == Phase::kEnded) return Status::Ok();
       armed = false;  // the calls polled for themselves
       if (lingering || (lingering = engine_.TryLinger())) {
-        linger = Deadline::After(kLingerAfterCall);
+        linger_until = Deadline::CoarseNow() + kLingerAfterCall;
       }
       continue;
     }
@@ -1361,6 +1366,10 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     status = kNaaStatusUnknownFunction;
   } else if (req->host_to_naa_bit != (dialect_ == Dialect::kReference)) {
     status = kNaaStatusBadRegionLayout;  // immediate of the other dialect
+  } else if (options_.dialect.has_value() && *options_.dialect != dialect_) {
+    status = kNaaStatusBadRegionLayout;
+    Log("call of function " + std::to_string(req->function_code) + " refused: this NAA serves the " +
+        std::string(DialectName(*options_.dialect)) + " dialect only (ServerOptions::dialect)");
   } else {
     status = ResolveReturnRegions(returns);
   }
@@ -1443,7 +1452,7 @@ void ConnectionServer::BeginObserved(uint8_t function_code) {
   }
   observed_stats_ = stats_;
   if (observed_stats_ != nullptr) observed_stats_->RecordStart();
-  observed_start_ = Deadline::Clock::now();
+  observed_start_ns_ = internal::CycleClock::NowNanos();
 }
 
 Status ConnectionServer::StartInterceptors(uint8_t function_code) {
@@ -1469,8 +1478,7 @@ Status ConnectionServer::StartInterceptors(uint8_t function_code) {
 void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
   if (!observed_) return;
   observed_ = false;
-  const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      Deadline::Clock::now() - observed_start_);
+  const std::chrono::nanoseconds duration(internal::CycleClock::NowNanos() - observed_start_ns_);
   if (observed_stats_ != nullptr) {
     observed_stats_->RecordNaaEnd(naa_status, bytes_out, observed_bytes_in_,
                                   static_cast<uint64_t>(duration.count()));
@@ -1648,12 +1656,20 @@ Result<std::unique_ptr<NaaServer>> NaaServer::Start(Transport& transport, const 
   impl->listener = std::move(listener).value();
   // The MRSP receive is posted before the host can send its request (the
   // transport runs this before accepting): no RNR wait at set-up.
-  impl->listener->SetAcceptHook([](Connection& conn) -> Result<std::shared_ptr<void>> {
-    auto ep = std::make_shared<internal::Endpoint>();
-    NAARPC_RETURN_IF_ERROR(ep->SetUp(conn));
-    NAARPC_RETURN_IF_ERROR(ep->PostMrspReceive());
-    return std::shared_ptr<void>(std::move(ep));
-  });
+  // A connection it fails on is refused (the listener goes on with the
+  // next): said in the log, like every other refusal.
+  impl->listener->SetAcceptHook(
+      [shared = impl->shared](Connection& conn) -> Result<std::shared_ptr<void>> {
+        auto ep = std::make_shared<internal::Endpoint>();
+        Status s = ep->SetUp(conn);
+        if (s.ok()) s = ep->PostMrspReceive();
+        if (!s.ok()) {
+          shared->Log("naarpc NAA [" + conn.peer_name() +
+                      "]: refused: preparing its MRSP receive failed: " + s.ToString());
+          return s;
+        }
+        return std::shared_ptr<void>(std::move(ep));
+      });
   Impl* raw = impl.get();
   impl->accept_thread = std::thread([raw] { raw->AcceptLoop(); });
   return std::unique_ptr<NaaServer>(new NaaServer(std::move(impl)));

@@ -1,4 +1,4 @@
-// Request and status immediates (runtime/protocol.cc), both dialects.
+// Request and status immediates (runtime/wire/protocol.cc), both dialects.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -27,6 +27,7 @@ VECTOR = os.path.abspath("services/vector/vector.naa.yaml")
 CHECKED = os.path.abspath("services/checked/checked.naa.yaml")
 INCREMENT = os.path.abspath("services/increment/increment.naa.yaml")
 STREAM = os.path.abspath("services/stream/stream.naa.yaml")
+LAYOUTS = os.path.abspath("tests/e2e/layouts.naa.yaml")
 
 # Only turns a hang into a failure; no test relies on it.
 HANG_GUARD_S = 120
@@ -183,6 +184,18 @@ class DescribeTest(unittest.TestCase):
         self.assertEqual(doc["services"][0]["errors"],
                          [{"name": "BAD_INPUT", "code": 0x20, "doc": "the input was refused",
                            "routine": ""}])
+
+    def test_layouts(self):
+        rc, out, err = run("describe", LAYOUTS, "Layouts.Mesh")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("in    xyz: f32[12]  48 B, caller's layout interleaved{repeat [1, 1, 1], "
+                      "elements 12} (12 runs)", out)
+        rc, out, err = run("describe", "--json", LAYOUTS, "Layouts.ScaleColumn")
+        self.assertEqual(rc, EXIT_OK, err)
+        layout = json.loads(out)["services"][0]["routines"][0]["params"][0]["layout"]
+        self.assertEqual(layout, {"kind": "strided",
+                                  "text": "strided{count 64, block 1, stride 64, offset 5}",
+                                  "runs": 64, "reach": [4038]})
 
     def test_json_selector(self):
         rc, out, err = run("describe", "--json", VECTOR, "VectorArith.Dot")
@@ -426,6 +439,30 @@ class CallServeBase:
             self.assertEqual(rc, EXIT_USAGE)
             self.assertIn("region 0 'w': single_send needs the reference dialect", err)
             self.assertIn("--dialect reference", err)
+
+    def test_layouts(self):
+        # docs/idl.md "Layouts": the caller's memory (what the layout reaches)
+        # is gathered; the packed elements go as they are; outputs print packed.
+        server = naarpc_serve(LAYOUTS)
+        try:
+            xyz = "xyz=[1, 2, 3, 4, 10, 20, 30, 40, 100, 200, 300, 400]"
+            rc, out, err = self.call(server, "Mesh", "--in", xyz, "--json", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["sums"], [1, 10, 100, 2])
+            matrix = "col=seq:%d" % (63 * 64 + 5 + 1)
+            rc, out, err = self.call(server, "ScaleColumn", "--in", matrix, "--json", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["col"][:3], [5, 69, 133])
+            rc, out, err = self.call(server, "ScaleColumn", "--in", "col=seq:64", "--json",
+                                     idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertEqual(json.loads(out)["outputs"]["col"][:3], [0, 1, 2])
+            rc, out, err = self.call(server, "ScaleColumn", "--in", "col=seq:65", idl=LAYOUTS)
+            self.assertEqual(rc, EXIT_USAGE, err)
+            self.assertIn("expected the caller's memory, 4038 f64 elements (its layout reaches "
+                          "them), or the packed 64, got 65", err)
+        finally:
+            self.assertEqual(server.stop(), 0)
 
     def test_streams(self):
         # An output stream echoes the next input stream (+1 here), a fixed
@@ -709,6 +746,66 @@ class ExampleServerOptionsTest(unittest.TestCase):
                     self.assertNotIn(deprecation, server.stderr)
 
 
+# ---- several targets: a channel over NAAs (docs/channel.md) ---------------------------------
+
+class ChannelCallTest(unittest.TestCase):
+
+    def setUp(self):
+        self.servers = [example_server(), example_server()]
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+
+    def targets(self):
+        out = []
+        for s in self.servers:
+            out += ["--target", "127.0.0.1:%d" % s.port]
+        return out
+
+    def test_calls_spread_over_the_targets(self):
+        rc, out, err = run("call", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--repeat", "4", "Dot", "--in", "a=[1, 2]", "--in", "b=[3, 4]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [11]", out)
+        for s in self.servers:
+            self.assertIn("NAA 127.0.0.1:%d: 2 call(s), 0 error(s)\n" % s.port, out)
+
+    def test_naa_spec_entries_make_the_channel(self):
+        spec = ",".join("127.0.0.1:%d:5:3" % s.port for s in self.servers)
+        rc, out, err = run("call", "--idl", VECTOR, "--transport", "emulated", "--repeat", "2",
+                           "--json", "Dot", "--in", "a=[1]", "--in", "b=[2]",
+                           env=clean_env(NAA_SPEC=spec))
+        self.assertEqual(rc, EXIT_OK, err)
+        naas = json.loads(out)["naas"]
+        self.assertEqual([n["calls"] for n in naas], [1, 1])
+
+    def test_a_stopped_naa_is_ejected_and_idempotent_calls_go_on(self):
+        self.servers[0].stop()
+        rc, out, err = run("call", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--repeat", "3", "Dot", "--in", "a=[2]", "--in", "b=[2]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("result = [4]", out)
+        self.assertIn("NAA 127.0.0.1:%d: 1 call(s), 1 error(s), ejected\n"
+                      % self.servers[0].port, out)
+        self.assertIn("NAA 127.0.0.1:%d: 3 call(s), 0 error(s)\n" % self.servers[1].port, out)
+
+    def test_the_same_target_twice(self):
+        t = "127.0.0.1:%d" % self.servers[0].port
+        rc, _, err = run("call", "--idl", VECTOR, "--target", t, "--target", t, "Dot",
+                         "--in", "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("--target '%s' is given twice" % t, err)
+
+    def test_bench_spreads_clients_over_the_targets(self):
+        rc, out, err = run("bench", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
+                           "--clients", "2", "--duration", "0.2", "--no-baseline", "Dot",
+                           "--in", "a=[1]", "--in", "b=[1]")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("and on 127.0.0.1:%d (client c calls NAA c mod 2)"
+                      % self.servers[1].port, out)
+
+
 # ---- connection errors, NAA_SPEC, serve options -----------------------------------------------
 
 class ErrorsTest(unittest.TestCase):
@@ -834,6 +931,7 @@ class ErrorsTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
         self.assertIn("1 call(s) on 2 connection(s)", server.output)
+        self.assertIn("refused: this NAA serves the spec dialect only", server.stderr)
 
     def test_serve_port_file(self):
         port_file = os.path.join(tempfile.mkdtemp(), "port")

@@ -32,6 +32,30 @@ TEST(Mock, StandsInForTheClient) {
   EXPECT_EQ(st.wire_code(), 0x02);
 }
 
+// Parameters with layouts: the mock gets the caller's view (docs/idl.md
+// "Layouts") and can read the elements through it.
+TEST(Mock, LayoutParametersArriveAsViews) {
+  golden::MockStencilClient mock;
+  EXPECT_CALL(mock, Column(_, _, _))
+      .WillOnce([](naarpc::StridedView<const double> col, double* sum, naarpc::Deadline) {
+        EXPECT_EQ(col.layout(), naarpc::Layout::Strided(4, 1, 5, 2));
+        std::vector<double> packed(4);
+        col.GatherTo(packed);
+        *sum = packed[0] + packed[1] + packed[2] + packed[3];
+        return naarpc::Status::Ok();
+      });
+  std::vector<double> m(20);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = double(i);
+  double sum = 0;
+  golden::StencilClientInterface& client = mock;
+  ASSERT_TRUE(client
+                  .Column(naarpc::StridedView<const double>(std::span<const double>(m),
+                                                            naarpc::Layout::Strided(4, 1, 5, 2)),
+                          &sum)
+                  .ok());
+  EXPECT_EQ(sum, 2.0 + 7 + 12 + 17);
+}
+
 // Routines with streams: both overloads are mocked; the streaming one gets
 // the caller's source and sink.
 naarpc::Status SumOfSamples(golden::StreamerClientInterface& client,

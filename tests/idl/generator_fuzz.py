@@ -236,6 +236,22 @@ def make_idl(g, case, limit):
                 else:
                     size = "max: %d" % g.pick([1, 3, 8, 100])
                 extra = ""
+                count = int(size.split(": ")[1]) if size.startswith("size:") else 0
+                if count and (count >= 2 or g.hostile()) and g.chance(0.3):
+                    # docs/idl.md "Layouts": valid for `count` elements (a
+                    # hostile size 1 is rejected at its line).
+                    half = max(count // 2, 1)
+                    forms = ["{strided: {count: %d, block: 1, stride: %d}}" % (
+                                 count, g.pick([1, 2, 5])),
+                             "{subarray: {shape: [%d, 3], extents: [%d, 1], offsets: [0, 2]}}" % (
+                                 count, count),
+                             "{subarray: {shape: [2, %d, 4], extents: [1, %d, 1], offsets: [1, 0, 3]}}"
+                             % (count, count),
+                             "{composite: [[%d, %d], [0, %d]]}" % (half, max(count - half, 1), half)]
+                    if count % 2 == 0:
+                        forms += ["{strided: {count: %d, block: 2, stride: 3, offset: 1}}" % half,
+                                  "{interleaved: {repeat: [1, 1]}}"]
+                    extra += ", layout: " + g.pick(forms)
                 if direction == "in" and not stream and g.chance(0.1):
                     extra += ", single_send: true"
                 if g.chance(0.2):
@@ -377,11 +393,13 @@ def main(argv):
     failed = [c for c in cases if c.problem]
     widest = max((c.text.count("direction:") for c in accepted), default=0)
     streams = sum(c.text.count("stream:") for c in accepted)
+    layouts = sum(c.text.count("layout:") for c in accepted)
     print("generator_fuzz: %d accepted (compiled), %d rejected at a line, %d failed; "
-          "most parameters in an accepted file: %d; stream parameters in accepted files: %d"
+          "most parameters in an accepted file: %d; stream parameters in accepted files: %d; "
+          "parameters with layouts in accepted files: %d"
           % (len(accepted) - len([c for c in failed if c.accepted]),
              len(cases) - len(accepted) - len([c for c in failed if not c.accepted]),
-             len(failed), widest, streams))
+             len(failed), widest, streams, layouts))
     for c in failed[:5]:
         print("\n==== case %d (seed %d) ====\n%s\n---- IDL ----\n%s"
               % (c.index, seed, c.problem, c.text[:6000]))

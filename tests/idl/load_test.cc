@@ -236,7 +236,7 @@ TEST(Load, MissingAndUnknownFields) {
                                                           "{name: out, type: f32, size: 4, direction: out, color: red}")));
   EXPECT_TRUE(HasError(text, 8, 13, "services[0].routines[0].params[0].direction", "required field is missing"));
   EXPECT_TRUE(HasError(text, 9, 61, "services[0].routines[0].params[1].color",
-                       "unknown field (allowed: name, type, size, max, direction, single_send, stream, doc)"));
+                       "unknown field (allowed: name, type, size, max, direction, single_send, stream, layout, doc)"));
   EXPECT_TRUE(HasError("services: []\n", 1, 1, "package", "required field is missing"));
   EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, direction: in}",
                                                       "{name: out, type: f32, size: 4, direciton: out}"))),
@@ -536,6 +536,33 @@ TEST(LoadStreams, ChunkAndWindowErrorsAreAllReported) {
       "R", "1",
       StreamIn("{name: d, type: u8, direction: inout, size: 2, stream: {chunk: 0, window: 99}}")));
   EXPECT_EQ(ErrorCount(text), 4);
+}
+
+}  // namespace
+}  // namespace naarpc::idl
+
+namespace naarpc::idl {
+namespace {
+
+TEST(Load, IdempotentRoutines) {
+  std::vector<Diagnostic> diags;
+  const std::string text =
+      Idl(Routine("Add", "1", "", "        idempotent: true\n") + Routine("Sub", "2"));
+  Result<IdlFile> idl = LoadFromString(text, testing::kPath, &diags);
+  ASSERT_TRUE(idl.ok()) << idl.status().message();
+  EXPECT_TRUE(diags.empty());
+  EXPECT_TRUE(idl->services[0].routines[0].idempotent);
+  EXPECT_FALSE(idl->services[0].routines[1].idempotent);
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", "", "        idempotent: 3\n")), 7, 21,
+                       "services[0].routines[0].idempotent", "expected true or false, got integer 3"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("Add", "1",
+                  Params("{name: data, type: f32, direction: in, stream: {chunk: 1024, window: 4}}",
+                         "{name: out, type: f32, size: 4, direction: out}"),
+                  "        idempotent: true\n")),
+      7, 21, "services[0].routines[0].idempotent",
+      "routine 'Add' has streams and cannot be idempotent: its sources are read once, so a "
+      "retry on another NAA could not send them again"));
 }
 
 }  // namespace

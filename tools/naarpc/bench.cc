@@ -563,6 +563,10 @@ Status RunBench(const BenchOptions& o) {
       "naarpc bench: %s on %s:%u (transport %s, dialect %s), %.3g s per point\n", name.c_str(),
       o.host.c_str(), unsigned{o.port}, std::string(transport->name()).c_str(),
       o.client.dialect == Dialect::kSpec ? "spec" : "reference", o.duration.count() / 1000.0);
+  for (const auto& [host, port] : o.more_naas) {
+    std::printf("  and on %s:%u (client c calls NAA c mod %zu)\n", host.c_str(), unsigned{port},
+                1 + o.more_naas.size());
+  }
   if (raw) {
     std::printf(
         "raw baseline: %s transport ping-pong on %s (this host; one WRITE_WITH_IMM of "
@@ -586,8 +590,10 @@ Status RunBench(const BenchOptions& o) {
       // naarpc: one session (connection) per client.
       std::vector<std::unique_ptr<NaarpcClient>> calls;
       for (int c = 0; c < clients; ++c) {
-        auto call = DynamicCall::Open(*transport, o.host, o.port, *o.service, r, o.client,
-                                      Deadline::After(deadline));
+        const size_t naa = static_cast<size_t>(c) % (1 + o.more_naas.size());
+        auto call = DynamicCall::Open(*transport, naa == 0 ? o.host : o.more_naas[naa - 1].first,
+                                      naa == 0 ? o.port : o.more_naas[naa - 1].second,
+                                      *o.service, r, o.client, Deadline::After(deadline));
         if (!call.ok()) {
           progress.Finish();
           return call.status();

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "idl/ir.h"
@@ -22,6 +23,9 @@ struct BenchOptions {
   const idl::Routine* routine = nullptr;
   std::string host;
   uint16_t port = 0;
+  // More NAAs (several --target): client c calls NAA c % (1 + size), the
+  // first being host:port, so the clients spread round robin over them.
+  std::vector<std::pair<std::string, uint16_t>> more_naas;
   std::string transport = "auto";              // NewTransport name
   std::string device;                          // verbs device
   ClientOptions client;                        // dialect, timeouts

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "naarpc/strided_view.h"
 #include "tools/naarpc/dynamic_call.h"
 
 namespace naarpc::cli {
@@ -90,6 +91,10 @@ void RoutineText(const idl::Service& s, const idl::Routine& r, std::string& out)
              Bytes(p.region_bytes()) + (p.variable ? " (8-byte length header)" : "") +
              (p.single_send ? ", single-send" : "");
     }
+    if (p.layout) {  // docs/idl.md "Layouts": where the caller's elements lie
+      out += ", caller's layout " + naarpc::LayoutToString(p.layout->layout) + " (" +
+             std::to_string(p.layout->runs) + " runs)";
+    }
     if (!p.doc.empty()) out += "  -- " + OneLine(p.doc);
     out += "\n";
   }
@@ -136,6 +141,12 @@ nlohmann::ordered_json RoutineJson(const idl::Routine& r) {
                            {"doc", p.doc}});
     if (auto stream = StreamOf(p)) {
       j["params"].back()["stream"] = {{"chunk", stream->chunk}, {"window", stream->window}};
+    }
+    if (p.layout) {
+      j["params"].back()["layout"] = {{"kind", naarpc::LayoutKindName(p.layout->layout.kind)},
+                                      {"text", naarpc::LayoutToString(p.layout->layout)},
+                                      {"runs", p.layout->runs},
+                                      {"reach", p.layout->reach}};
     }
   }
   j["internal"] = nlohmann::ordered_json::array();

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "naarpc/impl/codegen_support.h"
+#include "runtime/cycle_clock.h"
 
 namespace naarpc::cli {
 namespace {
@@ -122,12 +123,28 @@ std::string StatusName(const idl::Service& service, uint8_t status) {
 
 Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
     Transport& transport, const std::string& host, uint16_t port, const idl::Service& service,
-    const idl::Routine& routine, const ClientOptions& options, Deadline deadline) {
+    const idl::Routine& routine, const ClientOptions& options, Deadline deadline,
+    std::shared_ptr<StatsRegistry> stats) {
   auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), options, deadline);
   if (!session.ok()) {
     return session.status().WithContext(service.name + "." + routine.name);
   }
-  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session)));
+  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session),
+                                                      std::move(stats), HostPort(host, port)));
+}
+
+void DynamicCall::BeginObserved() {
+  if (stats_ == nullptr) return;
+  stats_->RecordStart();
+  observed_ = true;
+  observed_start_ns_ = internal::CycleClock::NowNanos();
+}
+
+void DynamicCall::EndObserved(const Status& status) {
+  if (!observed_) return;
+  observed_ = false;
+  stats_->RecordEnd(status, last_bytes_sent_, status.ok() ? last_bytes_received_ : 0,
+                    static_cast<uint64_t>(internal::CycleClock::NowNanos() - observed_start_ns_));
 }
 
 Status DynamicCall::Invoke(const std::map<std::string, Value>& inputs,
@@ -187,20 +204,44 @@ std::optional<Status> DynamicCall::Continue() {
   return Complete(*done);
 }
 
-void DynamicCall::Abandon() { session_->AbandonCall(); }
+std::optional<Status> DynamicCall::Wait(Deadline until) {
+  std::optional<Status> done = session_->WaitCall(until);
+  if (!done) return std::nullopt;
+  return Complete(*done);
+}
+
+void DynamicCall::Abandon() {
+  session_->AbandonCall();
+  EndObserved(CancelledError(name_ + ": abandoned"));
+}
 
 Status DynamicCall::Complete(const Status& status) {
+  Status result = Status::Ok();
   if (!status.ok()) {
-    return codegen::AnnotateCallStatus(
+    result = codegen::AnnotateCallStatus(
         status, name_, status.wire_code() ? StatusName(service_, *status.wire_code()) : "");
+  } else {
+    for (const idl::Param& p : routine_.params) {
+      if (!p.is_output() || StreamOf(p)) continue;
+      auto out = Output(p);
+      if (!out.ok()) {
+        result = out.status();
+        break;
+      }
+      last_bytes_received_ += p.data_offset() + out->data.size();
+    }
   }
-  for (const idl::Param& p : routine_.params) {
-    if (!p.is_output() || StreamOf(p)) continue;
-    auto out = Output(p);
-    if (!out.ok()) return out.status();
-    last_bytes_received_ += p.data_offset() + out->data.size();
+  EndObserved(result);
+  return result;
+}
+
+// Elements of the caller's memory a parameter's layout reaches (all arrays).
+static uint64_t LayoutReach(const idl::Param& p) {
+  uint64_t total = 0;
+  if (p.layout) {
+    for (uint64_t r : p.layout->reach) total += r;
   }
-  return Status::Ok();
+  return total;
 }
 
 Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
@@ -232,8 +273,19 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
       }
       continue;
     }
+    if (p->layout && value.count == LayoutReach(*p) && value.data.size() == want_bytes) {
+      continue;  // the caller's memory: gathered by the layout below
+    }
     if ((p->variable ? value.count > p->count : value.count != p->count) ||
         value.data.size() != want_bytes) {
+      if (p->layout) {
+        return InvalidArgumentError(
+            name + ": parameter '" + param_name + "' (caller's layout " +
+            LayoutToString(p->layout->layout) + ") takes the caller's memory, " +
+            std::to_string(LayoutReach(*p)) + " elements, or the packed " +
+            std::to_string(p->count) + " elements (" + TypeName(*p) + "), got " +
+            std::to_string(value.count) + "; nothing was sent");
+      }
       return InvalidArgumentError(name + ": parameter '" + param_name + "' " +
                                   (p->variable ? "takes at most " : "needs exactly ") +
                                   std::to_string(p->count) + " elements (" + TypeName(*p) +
@@ -263,6 +315,20 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
       continue;
     }
     std::byte* const dst = buffer.data() + p.data_offset();
+    if (p.layout && v.count == LayoutReach(p)) {
+      // The caller's memory (interleaved: the arrays one after the other):
+      // packed by the layout, as a generated stub does.
+      const size_t elem = idl::Describe(p.type).size;
+      std::vector<const std::byte*> bases;
+      const std::byte* at = v.data.data();
+      for (uint64_t reach : p.layout->reach) {
+        bases.push_back(at);
+        at += reach * elem;
+      }
+      GatherBytes(p.layout->layout, elem, bases, dst);
+      sent += send_lengths[p.index];
+      continue;
+    }
     // Already in place (an array over the registered buffer): nothing to copy.
     if (!v.data.empty() && v.data.data() != dst) std::memmove(dst, v.data.data(), v.data.size());
     if (p.variable) {
@@ -280,6 +346,7 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
   }
   last_bytes_sent_ = sent;
   last_bytes_received_ = 0;
+  BeginObserved();
   if (start_only) {
     started_send_lengths_ = std::move(send_lengths);  // lives while the call is in flight
     options.send_lengths = started_send_lengths_;

@@ -15,6 +15,7 @@
 
 #include "idl/ir.h"
 #include "naarpc/client_session.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/deadline.h"
 #include "naarpc/region_layout.h"
 #include "naarpc/status.h"
@@ -41,10 +42,13 @@ struct ValueView {
 // One connection (a ClientSession) for one routine. Not thread-safe.
 class DynamicCall {
  public:
-  static Result<std::unique_ptr<DynamicCall>> Open(Transport& transport, const std::string& host,
-                                                   uint16_t port, const idl::Service& service,
-                                                   const idl::Routine& routine,
-                                                   const ClientOptions& options, Deadline deadline);
+  // Calls are recorded in `stats` (side "host", routine "Service.Routine",
+  // peer "host:port"), as the generated clients record theirs; nullptr:
+  // not recorded.
+  static Result<std::unique_ptr<DynamicCall>> Open(
+      Transport& transport, const std::string& host, uint16_t port, const idl::Service& service,
+      const idl::Routine& routine, const ClientOptions& options, Deadline deadline,
+      std::shared_ptr<StatsRegistry> stats = StatsRegistry::Default());
 
   // Runs the routine. `inputs` holds a value for every input (in, inout)
   // parameter, by name; on success `outputs` gets every output (out, inout)
@@ -83,6 +87,9 @@ class DynamicCall {
   // is then in ERROR, its connection closed).
   Status Start(const std::map<std::string, ValueView>& inputs, Deadline deadline);
   std::optional<Status> Continue();
+  // Continue() that blocks on the connection up to `until` (ClientSession::
+  // WaitCall): std::nullopt while the call is still in flight.
+  std::optional<Status> Wait(Deadline until);
   void Abandon();
 
   // After a successful Invoke: the elements of output parameter `param` (not
@@ -106,18 +113,28 @@ class DynamicCall {
   // A finished call's status, annotated with the routine and error names;
   // on success, the outputs' length headers checked.
   Status Complete(const Status& status);
+  // The statistics of the call being made (if any are kept).
+  void BeginObserved();
+  void EndObserved(const Status& status);
 
   DynamicCall(const idl::Service& service, const idl::Routine& routine,
-              std::unique_ptr<ClientSession> session)
+              std::unique_ptr<ClientSession> session, std::shared_ptr<StatsRegistry> registry,
+              const std::string& peer)
       : service_(service),
         routine_(routine),
         name_(service.name + "." + routine.name),
-        session_(std::move(session)) {}
+        session_(std::move(session)),
+        registry_(std::move(registry)),
+        stats_(registry_ != nullptr ? &registry_->Get(CallSide::kHost, name_, peer) : nullptr) {}
 
   const idl::Service& service_;
   const idl::Routine& routine_;
   const std::string name_;
   std::unique_ptr<ClientSession> session_;
+  const std::shared_ptr<StatsRegistry> registry_;
+  RoutineStats* const stats_;  // in registry_; nullptr: none kept
+  bool observed_ = false;      // a call is recorded as started in stats_
+  int64_t observed_start_ns_ = 0;
   uint64_t last_bytes_sent_ = 0;
   uint64_t last_bytes_received_ = 0;
   std::vector<uint64_t> started_send_lengths_;

@@ -27,6 +27,7 @@
 #include "tools/naarpc/dynamic_naa.h"
 #include "tools/naarpc/local_ip.h"
 #include "tools/naarpc/progress.h"
+#include "tools/naarpc/channel_call.h"
 #include "tools/naarpc/target.h"
 #include "tools/naarpc/values.h"
 
@@ -139,7 +140,8 @@ int Describe(const DescribeArgs& a) {
 // ---- call --------------------------------------------------------------------
 
 struct CommonArgs {
-  std::string idl, target, transport = "auto", device, dialect = "spec";
+  std::string idl, transport = "auto", device, dialect = "spec";
+  std::vector<std::string> targets;  // --target, repeatable: a channel over them
   int64_t deadline_ms = 0;  // 0: the routine's default deadline
 };
 
@@ -221,8 +223,9 @@ int Call(const CallArgs& a) {
     out_specs[name] = spec;
   }
 
-  auto target = ResolveTarget(a.common.target, *routine);
-  if (!target.ok()) return Fail(kExitUsage, target.status().message());
+  auto targets = ResolveTargets(a.common.targets, *routine);
+  if (!targets.ok()) return Fail(kExitUsage, targets.status().message());
+  const Target* target = &targets->front();
   auto dialect = ParseDialect(a.common.dialect);
   if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
   auto side = LocalSideFor(a.common);
@@ -236,8 +239,8 @@ int Call(const CallArgs& a) {
   ClientOptions options;
   options.dialect = *dialect;
   // The first deadline covers connecting, the MRSP and the first call.
-  auto call = DynamicCall::Open(**transport, target->host, target->port, *service, *routine,
-                                options, Deadline::After(budget));
+  auto call = ChannelDynamicCall::Open(**transport, *targets, *service, *routine, options,
+                                       Deadline::After(budget));
   if (!call.ok()) {
     const std::string hint = Hint(call.status(), *target, transport_label);
     return Fail(ExitFor(call.status()),
@@ -285,7 +288,7 @@ int Call(const CallArgs& a) {
   ticker.reset();
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  (*call)->session().Close().IgnoreError();
+  (*call)->Close();
 
   nlohmann::ordered_json json;
   if (a.json) {
@@ -320,9 +323,25 @@ int Call(const CallArgs& a) {
       std::printf("%s = %s\n", p.name.c_str(), text.c_str());
     }
   }
+  if (a.json && (*call)->size() > 1) {
+    json["naas"] = nlohmann::ordered_json::array();
+    for (const NaaCounters& n : (*call)->Counters()) {
+      json["naas"].push_back({{"naa", n.naa.ToString()},
+                              {"calls", n.calls},
+                              {"errors", n.errors},
+                              {"ejected", n.ejected}});
+    }
+  }
   if (a.json) {
     std::printf("%s\n", json.dump(2).c_str());
   } else {
+    if ((*call)->size() > 1) {
+      for (const NaaCounters& n : (*call)->Counters()) {
+        std::printf("NAA %s: %llu call(s), %llu error(s)%s\n", n.naa.ToString().c_str(),
+                    static_cast<unsigned long long>(n.calls),
+                    static_cast<unsigned long long>(n.errors), n.ejected ? ", ejected" : "");
+      }
+    }
     std::printf("status: OK");
     if (a.repeat > 1) {
       std::printf(" (%llu calls in %.3f s: %.1f us/call, %.1f MB/s)",
@@ -367,32 +386,14 @@ int Serve(const ServeArgs& a) {
   auto naa = DynamicNaa::Create(services, a.kernels);
   if (!naa.ok()) return Fail(kExitUsage, naa.status().message());
 
-  // Filter by dialect: calls of the other one get status 0x04.
-  class DialectFilter final : public NaaHandler {
-   public:
-    DialectFilter(NaaHandler& inner, std::string dialect) : inner_(inner), dialect_(dialect) {}
-    uint8_t Handle(NaaCall& call) override {
-      if (dialect_ != "any" && (call.dialect == Dialect::kSpec) != (dialect_ == "spec")) {
-        call.failure_detail = "this NAA serves the " + dialect_ + " dialect only (--dialect)";
-        return kNaaStatusBadRegionLayout;
-      }
-      return inner_.Handle(call);
-    }
-    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
-      return inner_.KernelTimeout(code);
-    }
-    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
-
-   private:
-    NaaHandler& inner_;
-    const std::string dialect_;
-  } handler(**naa, a.dialect);
 
   auto transport = NewTransport(a.transport, a.device);
   if (!transport.ok()) return Fail(kExitUnreachable, transport.status().ToString());
 
   ServerOptions options;
   options.max_regions = a.max_regions;
+  // Calls of the other dialect get status 0x04.
+  if (a.dialect != "any") options.dialect = a.dialect == "spec" ? Dialect::kSpec : Dialect::kReference;
   options.max_connections = a.max_connections;
   options.idle_timeout = std::chrono::milliseconds(a.idle_timeout_ms);
   auto max_bytes = ParseSize(a.max_bytes_per_connection);
@@ -408,7 +409,7 @@ int Serve(const ServeArgs& a) {
     std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };
   auto server =
-      NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), handler, options);
+      NaaServer::Start(**transport, a.address, static_cast<uint16_t>(a.port), **naa, options);
   if (!server.ok()) return Fail(kExitUnreachable, server.status().ToString());
   const uint16_t port = (*server)->port();
   if (!a.port_file.empty()) {
@@ -508,10 +509,14 @@ int Bench(const BenchArgs& a) {
   o.baseline = !a.no_baseline;
   o.progress = Progress::StderrIsTerminal();
   o.call_deadline = std::chrono::milliseconds(a.common.deadline_ms);
-  auto target = ResolveTarget(a.common.target, *o.routine);
-  if (!target.ok()) return Fail(kExitUsage, target.status().message());
+  auto targets = ResolveTargets(a.common.targets, *o.routine);
+  if (!targets.ok()) return Fail(kExitUsage, targets.status().message());
+  const Target* target = &targets->front();
   o.host = target->host;
   o.port = target->port;
+  for (size_t i = 1; i < targets->size(); ++i) {
+    o.more_naas.emplace_back((*targets)[i].host, (*targets)[i].port);
+  }
   auto dialect = ParseDialect(a.common.dialect);
   if (!dialect.ok()) return Fail(kExitUsage, dialect.status().message());
   o.client.dialect = *dialect;
@@ -535,9 +540,11 @@ int Bench(const BenchArgs& a) {
 
 void AddCommon(CLI::App* cmd, CommonArgs& c) {
   cmd->add_option("--idl", c.idl, "the IDL file (*.naa.yaml)")->required();
-  cmd->add_option("--target", c.target,
+  cmd->add_option("--target", c.targets,
                   "the NAA: HOST[:PORT] or [IPv6][:PORT] (port default 12345); default: the "
-                  "NAA_SPEC entry for the routine's function code");
+                  "NAA_SPEC entries for the routine's function code. Repeat it for a channel "
+                  "over several NAAs (docs/channel.md)")
+      ->allow_extra_args(false);  // one value per --target: the routine follows
   cmd->add_option("--transport", c.transport, "emulated | verbs | auto")
       ->check(CLI::IsMember({"emulated", "verbs", "auto"}))
       ->capture_default_str();

@@ -38,6 +38,15 @@ Status CheckCount(const idl::Param& p, uint64_t n) {
     }
     return Status::Ok();
   }
+  if (p.layout) {  // the packed elements, or the caller's memory the layout reaches
+    uint64_t reach = 0;
+    for (uint64_t r : p.layout->reach) reach += r;
+    if (n == p.count || n == reach) return Status::Ok();
+    return InvalidArgumentError(ParamName(p) + ": expected the caller's memory, " +
+                                std::to_string(reach) + " " + TypeName(p) +
+                                " elements (its layout reaches them), or the packed " +
+                                std::to_string(p.count) + ", got " + std::to_string(n));
+  }
   if (p.variable ? n > p.count : n != p.count) {
     return InvalidArgumentError(
         ParamName(p) + ": expected " +

@@ -48,14 +48,17 @@ std::optional<std::span<T>> As(std::span<B> bytes) {
 class PipeSync {
  protected:
   explicit PipeSync(Deadline deadline) : deadline_(deadline) {}
-  // Waits for `ready`; false if the deadline passed first.
+  // Waits for `ready`; false if the deadline (or `until`, if earlier)
+  // passed first.
   template <typename Pred>
-  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready) {
-    if (deadline_.infinite()) {
+  bool Wait(std::unique_lock<std::mutex>& lock, Pred ready,
+            Deadline until = Deadline::Infinite()) {
+    const Deadline end = Deadline::Earlier(deadline_, until);
+    if (end.infinite()) {
       cv_.wait(lock, ready);
       return true;
     }
-    return cv_.wait_until(lock, deadline_.when(), ready);
+    return cv_.wait_until(lock, end.when(), ready);
   }
   void EndCall() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -339,6 +342,18 @@ class PipeSink final : public StreamSink<T>, private stream_internal::PipeSync {
     Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_; });
     return state_ == SlotState::kOffered;
   }
+  // Reader thread, for a reader that must look up now and then: hands the
+  // chunk it holds back (as Next() would), then waits until `until` at most
+  // for the next; true if Next() will not wait (a chunk, the stream's or
+  // the call's end, or the deadline passed), false if `until` came first.
+  bool WaitForNextUntil(Deadline until) {
+    std::unique_lock<std::mutex> lock(mu_);
+    HandBackLocked();
+    const bool ready =
+        Wait(lock, [this] { return state_ == SlotState::kOffered || call_ended_ || ended_; },
+             until);
+    return ready || deadline_.expired();
+  }
   // Reader thread: no more reading; the call fails at its next chunk.
   void Stop() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -457,8 +472,12 @@ class StreamBindings final : public StreamHandler {
     }
     return consume_[stream](chunk, end);
   }
+  // StreamHandler::Check runs `check` (none: never ends the call).
+  void SetCheck(std::function<Status()> check) { check_ = std::move(check); }
+  Status Check() override { return check_ ? check_() : Status::Ok(); }
 
  private:
+  std::function<Status()> check_;
   std::array<std::function<Result<size_t>(std::span<std::byte>)>, kMaxStreams> produce_;
   std::array<std::function<Status(std::span<const std::byte>, bool)>, kMaxStreams> consume_;
   std::vector<std::function<void()>> ends_;

@@ -33,6 +33,7 @@
 #include "naarpc/region_layout.h"
 #include "naarpc/stats_registry.h"
 #include "naarpc/status.h"
+#include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 
 namespace naarpc::codegen {
@@ -158,7 +159,7 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
     const InterceptorChain::List* interceptors_ = nullptr;
     Deadline deadline_ = Deadline::Infinite();
     uint64_t bytes_sent_ = 0;
-    Deadline::Clock::time_point started_{};
+    int64_t started_ns_ = 0;  // internal::CycleClock
   };
 
   // An idle session, a new one (up to the limit), or waits until `deadline`.

@@ -37,7 +37,7 @@
 #include <cstdio>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -47,12 +47,14 @@
 #include <vector>
 
 #include "runtime/sockaddr_text.h"
+#include "runtime/transport_impl/emulated/ring_queue.h"
 #include "runtime/unique_fd.h"
 
 namespace naarpc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using internal::RingQueue;
 
 constexpr uint32_t kHelloMagic = 0x4e414545;  // "NAEE"
 constexpr uint16_t kWireVersion = 1;
@@ -77,13 +79,26 @@ constexpr uint8_t kFrameFlagSolicited = 0x01;
 
 // ---- encoding -------------------------------------------------------------
 
-void PutLe(uint8_t* p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t GetLe(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
+// Little-endian fields, stored and loaded whole (one move each on x86).
+template <typename T>
+T ToLe(T v) {
+  if constexpr (std::endian::native == std::endian::big) {
+    if constexpr (sizeof(T) == 8) return __builtin_bswap64(v);
+    if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
+    if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
+  }
   return v;
+}
+template <typename T>
+void PutLe(uint8_t* p, T v) {
+  v = ToLe(v);
+  std::memcpy(p, &v, sizeof(v));
+}
+template <typename T>
+T GetLe(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(v));
+  return ToLe(v);
 }
 
 struct Header {
@@ -100,10 +115,10 @@ void EncodeHeader(const Header& h, uint8_t* p) {
   p[0] = h.type;
   p[1] = h.flags;
   p[2] = p[3] = 0;
-  PutLe(p + 4, h.length, 4);
-  PutLe(p + 8, h.seq, 8);
-  PutLe(p + 16, h.addr, 8);
-  PutLe(p + 24, h.key, 4);
+  PutLe<uint32_t>(p + 4, h.length);
+  PutLe<uint64_t>(p + 8, h.seq);
+  PutLe<uint64_t>(p + 16, h.addr);
+  PutLe<uint32_t>(p + 24, h.key);
   uint32_t be = htonl(h.imm);
   std::memcpy(p + 28, &be, 4);
 }
@@ -112,10 +127,10 @@ Header DecodeHeader(const uint8_t* p) {
   Header h;
   h.type = p[0];
   h.flags = p[1];
-  h.length = static_cast<uint32_t>(GetLe(p + 4, 4));
-  h.seq = GetLe(p + 8, 8);
-  h.addr = GetLe(p + 16, 8);
-  h.key = static_cast<uint32_t>(GetLe(p + 24, 4));
+  h.length = GetLe<uint32_t>(p + 4);
+  h.seq = GetLe<uint64_t>(p + 8);
+  h.addr = GetLe<uint64_t>(p + 16);
+  h.key = GetLe<uint32_t>(p + 24);
   uint32_t be;
   std::memcpy(&be, p + 28, 4);
   h.imm = ntohl(be);
@@ -272,8 +287,8 @@ void SetNoDelay(int fd) {
 // Exchanges hellos on a connected non-blocking socket.
 // Validates a peer's 16-byte hello.
 Status CheckHello(const uint8_t* in, const std::string& peer) {
-  uint32_t magic = static_cast<uint32_t>(GetLe(in, 4));
-  uint16_t version = static_cast<uint16_t>(GetLe(in + 4, 2));
+  uint32_t magic = GetLe<uint32_t>(in);
+  uint16_t version = GetLe<uint16_t>(in + 4);
   if (magic != kHelloMagic) {
     return ProtocolError("emulated transport: " + peer +
                          " is not an emulated-transport peer (hello magic " +
@@ -289,8 +304,8 @@ Status CheckHello(const uint8_t* in, const std::string& peer) {
 
 Status Handshake(int fd, const std::string& peer, Deadline deadline, int cancel_fd) {
   uint8_t out[kHelloSize] = {};
-  PutLe(out, kHelloMagic, 4);
-  PutLe(out + 4, kWireVersion, 2);
+  PutLe<uint32_t>(out, kHelloMagic);
+  PutLe<uint16_t>(out + 4, kWireVersion);
   auto wait = [&](short ev) -> Status {
     int r = WaitFd(fd, ev, deadline, cancel_fd);
     if (r == 1) return Status::Ok();
@@ -427,6 +442,7 @@ class EmuConnection final : public Connection {
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
   uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
+  uint32_t max_send_sge() const override { return std::max<uint32_t>(opts_.max_send_sge, 1); }
 
  private:
   // What a send WR puts on the wire. Fault injection may change it, move it
@@ -437,6 +453,8 @@ class EmuConnection final : public Connection {
     bool delayed = false;
     uint32_t len = 0;
     const uint8_t* payload = nullptr;
+    // A gather list's bytes, gathered when posted (SendRequest::sg_list).
+    std::shared_ptr<const std::vector<uint8_t>> gathered;
     uint64_t remote_addr = 0;
     uint32_t rkey = 0;
     uint32_t imm = 0;
@@ -468,6 +486,7 @@ class EmuConnection final : public Connection {
   struct OutFrame {
     uint8_t hdr[kHdrSize];
     const uint8_t* payload = nullptr;
+    std::shared_ptr<const std::vector<uint8_t>> gathered;  // keeps `payload` alive
     uint32_t len = 0;
     uint32_t corrupt_off = UINT32_MAX;
     uint8_t corrupt_byte = 0;
@@ -583,7 +602,7 @@ class EmuConnection final : public Connection {
     Completion completion;
     uint64_t post_index;  // 0 for receives
   };
-  std::deque<CqEntry> cq_;
+  RingQueue<CqEntry> cq_;
   // Completion notification (RequestNotify / WaitNotify).
   enum class Armed : uint8_t { kNone, kSolicited, kAny };
   Armed armed_ = Armed::kNone;
@@ -591,7 +610,7 @@ class EmuConnection final : public Connection {
   uint64_t freed_post_index_ = 0;  // send WRs up to this post_index are freed (polled)
 
   // Send queue: posted, not yet completed WRs, in posting order.
-  std::deque<SendWr> sq_;
+  RingQueue<SendWr> sq_;
   uint64_t next_seq_ = 1;     // seq of the next request frame
   uint64_t next_tx_seq_ = 1;  // next WR to put into outq_
   uint64_t posted_ = 0;       // send WRs posted (injected duplicates excluded)
@@ -600,11 +619,11 @@ class EmuConnection final : public Connection {
   // After an RNR NAK: no request leaves before this time.
   std::optional<Clock::time_point> rnr_pause_until_;
 
-  std::deque<OutFrame> outq_;
+  RingQueue<OutFrame> outq_;
   // Requests processed (cumulative ack) and the value last queued in a CTRL.
   uint64_t acked_ = 0, sent_acked_ = 0;
 
-  std::deque<RecvWr> rq_;
+  RingQueue<RecvWr> rq_;
 
   // Input: staging buffer [rpos_, wpos_) and the request being received.
   std::unique_ptr<uint8_t[]> rbuf_;
@@ -686,6 +705,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
           "emulated transport: the solicited-event bit applies to SEND and "
           "RDMA_WRITE_WITH_IMM only (wr_id " + std::to_string(r.wr_id) + ")");
     }
+    if (r.sg_list.size() > max_send_sge()) {
+      return InvalidArgumentError(
+          "emulated transport: wr_id " + std::to_string(r.wr_id) + " has " +
+          std::to_string(r.sg_list.size()) + " gather entries; the queue pair takes " +
+          std::to_string(max_send_sge()) + " (max_send_sge): chain work requests");
+    }
   }
   // Like an RC send queue: a slot is freed only by polling the completion of
   // its WR or of a later one (unsignaled WRs alone never free slots).
@@ -711,7 +736,34 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     w.msg.remote_addr = r.remote_addr;
     w.msg.rkey = r.rkey;
     w.msg.imm = r.imm_data;
-    if (w.len > 0) {
+    if (!r.sg_list.empty()) {
+      // Every entry checked like `local` (an HCA fails the WR with a local
+      // protection error), then gathered into one payload.
+      uint64_t total = 0;
+      uint32_t err = kEmuErrNone;
+      for (const LocalBuffer& b : r.sg_list) {
+        uint32_t index;
+        if (b.length > 0) err = mrs_->Check(b.lkey, MrTable::kLkeyTag, b.addr, b.length, 0, &index);
+        if (err != kEmuErrNone) break;
+        total += b.length;
+      }
+      if (err == kEmuErrNone && total > UINT32_MAX) err = kEmuErrBadLkey;
+      w.len = w.msg.len = static_cast<uint32_t>(std::min<uint64_t>(total, UINT32_MAX));
+      if (err != kEmuErrNone) {
+        w.fail = CompletionStatus::kLocalProtectionError;
+        w.vendor_err = err;
+      } else {
+        auto bytes = std::make_shared<std::vector<uint8_t>>(total);
+        uint8_t* at = bytes->data();
+        for (const LocalBuffer& b : r.sg_list) {
+          if (b.length == 0) continue;
+          std::memcpy(at, reinterpret_cast<const void*>(static_cast<uintptr_t>(b.addr)), b.length);
+          at += b.length;
+        }
+        w.msg.payload = bytes->data();
+        w.msg.gathered = std::move(bytes);
+      }
+    } else if (w.len > 0) {
       uint32_t index;
       uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index);
       if (err != kEmuErrNone) {
@@ -1057,6 +1109,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr);
   f.payload = m.payload;
+  f.gathered = m.gathered;
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
@@ -1200,7 +1253,10 @@ bool EmuConnection::BlockingRead(Deadline deadline) {
   constexpr int64_t kMarginMs = 20;
   int64_t want = 0;
   if (!deadline.infinite()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() - Clock::now());
+    // The coarse clock (cheap to read; at most a tick, ~1-10 ms, behind):
+    // the margin below keeps the socket's wait within the deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() -
+                                                                      Deadline::CoarseNow());
     const int64_t usable = left.count() - kMarginMs;
     if (usable < 4) return false;
     want = 1;
@@ -1626,8 +1682,8 @@ class EmuListener final : public Listener {
   }
   static Result<bool> Exchange(Pending& h) {
     uint8_t out[kHelloSize] = {};
-    PutLe(out, kHelloMagic, 4);
-    PutLe(out + 4, kWireVersion, 2);
+    PutLe<uint32_t>(out, kHelloMagic);
+    PutLe<uint16_t>(out + 4, kWireVersion);
     while (h.sent < kHelloSize) {
       ssize_t n = ::send(h.fd.get(), out + h.sent, kHelloSize - h.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {

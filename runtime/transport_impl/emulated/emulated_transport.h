@@ -97,6 +97,9 @@ struct EmulatedOptions {
   // outstanding, a request being freed once the completion of it or of a
   // later one has been polled. 0 = unbounded.
   uint32_t send_queue_depth = 64;
+  // Gather entries per send work request (verbs' max_send_sge;
+  // Connection::max_send_sge): a longer SendRequest::sg_list is refused.
+  uint32_t max_send_sge = 16;
   // Receive-queue depth (verbs' max_recv_wr): PostRecv fails with
   // kResourceExhausted while this many receives are posted and not yet
   // consumed by a message. 0 = unbounded.

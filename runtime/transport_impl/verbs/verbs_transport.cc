@@ -49,6 +49,10 @@ constexpr auto kFlushGrace = std::chrono::seconds(2);
 constexpr timespec kZeroTimeout{0, 0};
 // Internal wr_id layout: top bit marks receives, the rest is a sequence.
 constexpr uint64_t kRecvBit = 1ull << 63;
+// Gather entries asked of a queue pair (SendRequest::sg_list; docs/protocol.md
+// 16): enough to cut a strided layout into few work requests, few enough
+// that the send queue entries stay small.
+constexpr uint32_t kWantedSendSge = 16;
 
 std::string ErrnoText(std::string_view what, int err) {
   return std::string(what) + ": " + std::strerror(err);
@@ -279,6 +283,7 @@ struct Core {
   CqPtr cq;
   QpHolder qp;
   uint32_t max_inline = 0;
+  uint32_t max_send_sge = 1;  // of the QP (SendRequest::sg_list)
   uint32_t send_depth = 0;  // the QP's actual max_send_wr
 
   // Creates PD, completion channel, CQ and QP on `id` (address resolved).
@@ -296,6 +301,12 @@ struct Core {
     int cqe = static_cast<int>(opt.max_send_wr + opt.max_recv_wr);
     cq.reset(ibv_create_cq(id->verbs, cqe, nullptr, comp_channel.get(), 0));
     if (!cq) return ResourceExhaustedError(ErrnoText("ibv_create_cq", errno));
+    // Gather lists (SendRequest::sg_list): up to kWantedSendSge entries if
+    // the device has them (rxe: 32), else what it has.
+    uint32_t sge_req = 1;
+    if (ibv_device_attr dev{}; ibv_query_device(id->verbs, &dev) == 0 && dev.max_sge > 1) {
+      sge_req = std::min<uint32_t>(static_cast<uint32_t>(dev.max_sge), kWantedSendSge);
+    }
     for (uint32_t inline_req : {opt.max_inline_data, 0u}) {
       ibv_qp_init_attr attr{};
       attr.send_cq = cq.get();
@@ -304,12 +315,13 @@ struct Core {
       attr.sq_sig_all = 0;
       attr.cap.max_send_wr = opt.max_send_wr;
       attr.cap.max_recv_wr = opt.max_recv_wr;
-      attr.cap.max_send_sge = 1;
+      attr.cap.max_send_sge = sge_req;
       attr.cap.max_recv_sge = 1;
       attr.cap.max_inline_data = inline_req;
       if (rdma_create_qp(id.get(), pd.get(), &attr) == 0) {
         qp.Attach(id.get());
         max_inline = attr.cap.max_inline_data;
+        max_send_sge = std::max<uint32_t>(attr.cap.max_send_sge, 1);
         send_depth = attr.cap.max_send_wr;
         return Status::Ok();
       }
@@ -393,10 +405,21 @@ class VerbsConnection final : public Connection {
     // Reused across calls: no allocation on the data path once warm.
     std::vector<ibv_send_wr>& wrs = wr_scratch_;
     std::vector<ibv_sge>& sges = sge_scratch_;
-    if (wrs.size() < requests.size()) {
-      wrs.resize(requests.size());
-      sges.resize(requests.size());
+    // One slot per request (its `local`) plus its gather list: sized before
+    // any pointer into it is taken.
+    size_t sge_total = 0;
+    for (const SendRequest& r : requests) {
+      if (r.sg_list.size() > core_->max_send_sge) {
+        return InvalidArgumentError(
+            "PostSend: wr_id " + std::to_string(r.wr_id) + " has " +
+            std::to_string(r.sg_list.size()) + " gather entries; the queue pair takes " +
+            std::to_string(core_->max_send_sge) + " (max_send_sge): chain work requests");
+      }
+      sge_total += std::max<size_t>(r.sg_list.size(), 1);
     }
+    if (wrs.size() < requests.size()) wrs.resize(requests.size());
+    if (sges.size() < sge_total) sges.resize(sge_total);
+    size_t sge_next = 0;
     uint64_t seq = next_send_seq_;
     for (size_t i = 0; i < requests.size(); ++i) {
       const SendRequest& r = requests[i];
@@ -417,11 +440,17 @@ class VerbsConnection final : public Connection {
         wr.wr.rdma.rkey = r.rkey;
       }
       wr.wr_id = seq + i;
-      if (r.local.length > 0) {
-        sges[i] = {r.local.addr, r.local.length, r.local.lkey};
-        wr.sg_list = &sges[i];
+      if (!r.sg_list.empty()) {
+        wr.sg_list = &sges[sge_next];
+        for (const LocalBuffer& b : r.sg_list) sges[sge_next++] = {b.addr, b.length, b.lkey};
+        wr.num_sge = static_cast<int>(r.sg_list.size());
+      } else if (r.local.length > 0) {
+        sges[sge_next] = {r.local.addr, r.local.length, r.local.lkey};
+        wr.sg_list = &sges[sge_next++];
         wr.num_sge = 1;
         if (r.local.length <= core_->max_inline) wr.send_flags |= IBV_SEND_INLINE;
+      } else {
+        ++sge_next;
       }
       if (r.signaled) wr.send_flags |= IBV_SEND_SIGNALED;
       if (r.solicited) {
@@ -577,6 +606,7 @@ class VerbsConnection final : public Connection {
 
   uint32_t max_inline_data() const override { return core_->max_inline; }
   uint32_t send_queue_depth() const override { return core_->send_depth; }
+  uint32_t max_send_sge() const override { return core_->max_send_sge; }
 
   // Also safe from another thread: wakes a blocked PollCompletions.
   Status Disconnect() override {
@@ -982,10 +1012,19 @@ class VerbsTransport final : public Transport {
     NAARPC_ASSIGN_OR_RETURN(sockaddr_storage dst, ResolveHost(host, port, false));
 
     std::string target = HostPort(host, port);
+    std::optional<Status> refused;  // the last refusal, if any attempt was refused
     for (int attempt = 0;; ++attempt) {
       bool rejected = false;
       auto conn = TryConnect(dst, deadline, &rejected);
       if (conn.ok()) return conn;
+      if (rejected) refused = conn.status();
+      if (!rejected && refused.has_value() && deadline.expired()) {
+        // An attempt after a refusal ran out of time waiting for its answer
+        // (a slow CM): the refusal is still the answer.
+        return Status(refused->code(), "verbs connect to " + target + " refused " +
+                                           std::to_string(attempt) +
+                                           " time(s) until the deadline: " + refused->message());
+      }
       bool retry = rejected && attempt < opt_.connect_retries && !deadline.expired();
       if (!retry) {
         std::string extra = rejected ? " after " + std::to_string(attempt + 1) + " attempt(s)" : "";

@@ -542,6 +542,110 @@ void KitchenClient::EchoAsync(
       std::move(done));
 }
 
+// ===== Kitchen: client over a channel of NAAs ==========================
+
+KitchenChannelClient::KitchenChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<KitchenClient>>(
+          transport, std::move(channel), options)) {}
+
+KitchenChannelClient KitchenChannelClient::with_key(uint64_t key) const {
+  KitchenChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status KitchenChannelClient::Mixed(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Kitchen.Mixed", false, key_, deadline,
+      [&](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Mixed(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> KitchenChannelClient::MixedAsync(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void KitchenChannelClient::MixedAsync(
+    std::span<const uint16_t> fixed_in,
+    int32_t scalar_in,
+    std::span<const double> var_in,
+    std::span<const std::byte> blob,
+    std::span<int64_t> fixed_out,
+    float* scalar_out,
+    std::vector<uint32_t>* var_out,
+    std::span<int8_t> fixed_io,
+    std::vector<uint64_t>* var_io,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Kitchen.Mixed", false, key_, deadline,
+      [=](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status KitchenChannelClient::Echo(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Kitchen.Echo", true, key_, deadline,
+      [&](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Echo(x, y, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> KitchenChannelClient::EchoAsync(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  EchoAsync(x, y, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void KitchenChannelClient::EchoAsync(
+    std::span<const uint8_t> x,
+    std::vector<uint8_t>* y,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Kitchen.Echo", true, key_, deadline,
+      [=](KitchenClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.EchoAsync(x, y, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
 // ===== Kitchen: software-NAA skeleton ================================
 
 std::span<const uint8_t> KitchenService::function_codes() const {
@@ -867,6 +971,51 @@ void SecondClient::PingAsync(
           deadline,
           [=](PingCall& naarpc_c) { SecondPingCopyIn(naarpc_c, v); },
           [=](PingCall& naarpc_c) { SecondPingCopyOut(naarpc_c, v); }),
+      std::move(done));
+}
+
+// ===== Second: client over a channel of NAAs ==========================
+
+SecondChannelClient::SecondChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<SecondClient>>(
+          transport, std::move(channel), options)) {}
+
+SecondChannelClient SecondChannelClient::with_key(uint64_t key) const {
+  SecondChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status SecondChannelClient::Ping(
+    uint32_t* v,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Second.Ping", false, key_, deadline,
+      [&](SecondClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Ping(v, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> SecondChannelClient::PingAsync(
+    uint32_t* v,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  PingAsync(v, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void SecondChannelClient::PingAsync(
+    uint32_t* v,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Second.Ping", false, key_, deadline,
+      [=](SecondClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.PingAsync(v, std::move(naarpc_done), naarpc_d);
+      },
       std::move(done));
 }
 
@@ -1637,6 +1786,307 @@ void StreamerClient::WideAsync(
   }, std::move(done));
 }
 
+// ===== Streamer: client over a channel of NAAs ==========================
+
+StreamerChannelClient::StreamerChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<StreamerClient>>(
+          transport, std::move(channel), options)) {}
+
+StreamerChannelClient StreamerChannelClient::with_key(uint64_t key) const {
+  StreamerChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status StreamerChannelClient::Digest(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Digest", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Digest(seed, data, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    std::span<const float> data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Digest", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.DigestAsync(seed, data, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Digest(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Digest", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Digest(seed, data, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  DigestAsync(seed, data, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::DigestAsync(
+    uint32_t seed,
+    naarpc::codegen::StreamSource<float>& data,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Digest", false, key_, deadline,
+      [=, &data](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.DigestAsync(seed, data, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Convert(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Convert", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Convert(src, dst, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::ConvertAsync(
+    std::span<const uint16_t> src,
+    std::vector<int64_t>* dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Convert", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ConvertAsync(src, dst, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Convert(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Convert", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Convert(src, dst, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ConvertAsync(src, dst, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::ConvertAsync(
+    naarpc::codegen::StreamSource<uint16_t>& src,
+    naarpc::codegen::StreamSink<int64_t>& dst,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Convert", false, key_, deadline,
+      [=, &src, &dst](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ConvertAsync(src, dst, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Wide", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    std::vector<uint8_t>* out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Wide", false, key_, deadline,
+      [=](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StreamerChannelClient::Wide(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Streamer.Wide", false, key_, deadline,
+      [&](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StreamerChannelClient::WideAsync(
+    uint8_t a0,
+    uint8_t a1,
+    uint8_t a2,
+    uint8_t a3,
+    uint8_t a4,
+    uint8_t a5,
+    uint8_t a6,
+    uint8_t a7,
+    uint8_t a8,
+    uint8_t a9,
+    uint8_t a10,
+    uint8_t a11,
+    naarpc::codegen::StreamSink<uint8_t>& out,
+    uint32_t* total,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Streamer.Wide", false, key_, deadline,
+      [=, &out](StreamerClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
 // ===== Streamer: software-NAA skeleton ================================
 
 std::span<const uint8_t> StreamerService::function_codes() const {
@@ -1857,6 +2307,661 @@ uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
     return naarpc::kNaaStatusKernelFailed;
   }
   naarpc_p[12].reply_length = 4;
+  return static_cast<uint8_t>(naarpc_status);
+}
+
+// ===== Stencil: status codes =========================================
+
+std::string_view StencilErrorName(uint8_t status) {
+  switch (status) {
+    case 0x00: return "OK";
+    default: return naarpc::codegen::StandardStatusName(status);
+  }
+}
+
+std::optional<StencilError> StencilErrorFromStatus(const naarpc::Status& status) {
+  if (status.code() != naarpc::StatusCode::kNaaError || !status.wire_code().has_value()) {
+    return std::nullopt;
+  }
+  switch (*status.wire_code()) {
+    default: return std::nullopt;
+  }
+}
+
+// ===== Stencil: client ===============================================
+namespace {
+
+std::vector<naarpc::RegionSpec> StencilColumnRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(2);
+  regions.push_back({.name = "col",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 32});
+  regions.push_back({.name = "sum",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 8});
+  return regions;
+}
+
+std::vector<naarpc::RegionSpec> StencilHaloRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(1);
+  regions.push_back({.name = "face",
+                     .direction = naarpc::Direction::kInOut,
+                     .size = 64});
+  return regions;
+}
+
+std::vector<naarpc::RegionSpec> StencilMeshRegions() {
+  std::vector<naarpc::RegionSpec> regions;
+  regions.reserve(2);
+  regions.push_back({.name = "xyz",
+                     .direction = naarpc::Direction::kIn,
+                     .size = 24});
+  regions.push_back({.name = "picked",
+                     .direction = naarpc::Direction::kOut,
+                     .size = 10});
+  return regions;
+}
+
+}  // namespace
+
+StencilClient::StencilClient(naarpc::Transport& transport, std::string host,
+                  uint16_t port, const naarpc::codegen::StubOptions& options)
+    : pool_column_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Stencil.Column", StencilColumnRegions(),
+          options))
+    , pool_halo_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Stencil.Halo", StencilHaloRegions(),
+          options))
+    , pool_mesh_(std::make_shared<naarpc::codegen::SessionPool>(
+          transport, host, port, "Stencil.Mesh", StencilMeshRegions(),
+          options))
+    , engine_(options.max_sessions_per_routine * 3)
+{}
+
+StencilClient::~StencilClient() = default;
+
+// ----- Column
+
+naarpc::Result<StencilClient::ColumnCall> StencilClient::NewColumnCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_column_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return ColumnCall(std::move(naarpc_lease).value());
+}
+
+std::span<double> StencilClient::ColumnCall::col() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(0),
+      0, 4);
+}
+
+std::span<double> StencilClient::ColumnCall::sum() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(1),
+      0, 1);
+}
+
+naarpc::Status StencilClient::ColumnCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status StencilClient::ColumnCall::StartAsync(naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Stencil.Column: the call's connection failed; start a new call with NewColumnCall()");
+  }
+  const naarpc::CallOptions naarpc_options;
+  naarpc::Status naarpc_status = lease_.StartCall(kColumnFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status StencilClient::ColumnCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Stencil.Column",
+        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+namespace {
+
+// Stencil.Column's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Column() and ColumnAsync().
+naarpc::Status StencilColumnCheckArgs(
+    [[maybe_unused]] naarpc::StridedView<const double> col,
+    [[maybe_unused]] double* sum) {
+  {
+    static const naarpc::Layout naarpc_layout = naarpc::Layout::Strided(4u, 1u, 5u, 2u);
+    NAARPC_RETURN_IF_ERROR(col.Check(naarpc_layout, "Stencil.Column: parameter 'col'"));
+  }
+  if (sum == nullptr) {
+    return naarpc::InvalidArgumentError("Stencil.Column: parameter 'sum' must not be null; nothing was sent");
+  }
+  return naarpc::Status::Ok();
+}
+
+void StencilColumnCopyIn([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<const double> col,
+    [[maybe_unused]] double* sum) {
+  col.GatherTo(naarpc_c.col());
+}
+
+void StencilColumnCopyOut([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<const double> col,
+    [[maybe_unused]] double* sum) {
+  *sum = naarpc_c.sum()[0];
+}
+
+}  // namespace
+
+naarpc::Status StencilClient::Column(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StencilColumnCheckArgs(col, sum));
+  auto naarpc_call = NewColumnCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  StencilColumnCopyIn(*naarpc_call, col, sum);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  StencilColumnCopyOut(*naarpc_call, col, sum);
+  return naarpc::Status::Ok();
+}
+
+std::future<naarpc::Status> StencilClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ColumnAsync(col, sum,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  naarpc::Status naarpc_check = StencilColumnCheckArgs(col, sum);
+  if (!naarpc_check.ok()) {
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  this->engine_.Submit(this->pool_column_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<ColumnCall>>(
+          deadline,
+          [=](ColumnCall& naarpc_c) { StencilColumnCopyIn(naarpc_c, col, sum); },
+          [=](ColumnCall& naarpc_c) { StencilColumnCopyOut(naarpc_c, col, sum); }),
+      std::move(done));
+}
+
+// ----- Halo
+
+naarpc::Result<StencilClient::HaloCall> StencilClient::NewHaloCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_halo_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return HaloCall(std::move(naarpc_lease).value());
+}
+
+std::span<float> StencilClient::HaloCall::face() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<float>(lease_.session()->buffer(0),
+      0, 16);
+}
+
+naarpc::Status StencilClient::HaloCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status StencilClient::HaloCall::StartAsync(naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Stencil.Halo: the call's connection failed; start a new call with NewHaloCall()");
+  }
+  const naarpc::CallOptions naarpc_options;
+  naarpc::Status naarpc_status = lease_.StartCall(kHaloFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status StencilClient::HaloCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Stencil.Halo",
+        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+namespace {
+
+// Stencil.Halo's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Halo() and HaloAsync().
+naarpc::Status StencilHaloCheckArgs(
+    [[maybe_unused]] naarpc::StridedView<float> face) {
+  {
+    static const naarpc::Layout naarpc_layout = naarpc::Layout::SubArray({4u, 4u, 4u}, {4u, 4u, 1u}, {0u, 0u, 3u});
+    NAARPC_RETURN_IF_ERROR(face.Check(naarpc_layout, "Stencil.Halo: parameter 'face'"));
+  }
+  return naarpc::Status::Ok();
+}
+
+void StencilHaloCopyIn([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<float> face) {
+  face.GatherTo(naarpc_c.face());
+}
+
+void StencilHaloCopyOut([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<float> face) {
+  face.ScatterFrom(naarpc_c.face());
+}
+
+}  // namespace
+
+naarpc::Status StencilClient::Halo(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StencilHaloCheckArgs(face));
+  auto naarpc_call = NewHaloCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  StencilHaloCopyIn(*naarpc_call, face);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  StencilHaloCopyOut(*naarpc_call, face);
+  return naarpc::Status::Ok();
+}
+
+std::future<naarpc::Status> StencilClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  HaloAsync(face,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  naarpc::Status naarpc_check = StencilHaloCheckArgs(face);
+  if (!naarpc_check.ok()) {
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  this->engine_.Submit(this->pool_halo_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<HaloCall>>(
+          deadline,
+          [=](HaloCall& naarpc_c) { StencilHaloCopyIn(naarpc_c, face); },
+          [=](HaloCall& naarpc_c) { StencilHaloCopyOut(naarpc_c, face); }),
+      std::move(done));
+}
+
+// ----- Mesh
+
+naarpc::Result<StencilClient::MeshCall> StencilClient::NewMeshCall(naarpc::Deadline deadline) {
+  auto naarpc_lease = pool_mesh_->Acquire(deadline);
+  if (!naarpc_lease.ok()) return naarpc_lease.status();
+  return MeshCall(std::move(naarpc_lease).value());
+}
+
+std::span<float> StencilClient::MeshCall::xyz() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<float>(lease_.session()->buffer(0),
+      0, 6);
+}
+
+std::span<uint16_t> StencilClient::MeshCall::picked() const {
+  if (!lease_) return {};
+  return naarpc::codegen::TypedView<uint16_t>(lease_.session()->buffer(1),
+      0, 5);
+}
+
+naarpc::Status StencilClient::MeshCall::Invoke(naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StartAsync(deadline));
+  return FinishAsync(lease_.session()->FinishCall());
+}
+
+naarpc::Status StencilClient::MeshCall::StartAsync(naarpc::Deadline deadline) {
+  if (!lease_) {
+    return naarpc::FailedPreconditionError(
+        "Stencil.Mesh: the call's connection failed; start a new call with NewMeshCall()");
+  }
+  const naarpc::CallOptions naarpc_options;
+  naarpc::Status naarpc_status = lease_.StartCall(kMeshFunctionCode, deadline, naarpc_options);
+  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+}
+
+naarpc::Status StencilClient::MeshCall::FinishAsync(naarpc::Status naarpc_status) {
+  naarpc_status = lease_.EndCall(std::move(naarpc_status));
+  if (!naarpc_status.ok()) {
+    return naarpc::codegen::AnnotateCallStatus(
+        naarpc_status, "Stencil.Mesh",
+        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
+  }
+  return naarpc::Status::Ok();
+}
+
+namespace {
+
+// Stencil.Mesh's argument checks (nothing is sent if they fail), copy-in and
+// copy-out: shared by Mesh() and MeshAsync().
+naarpc::Status StencilMeshCheckArgs(
+    [[maybe_unused]] naarpc::StridedView<const float> xyz,
+    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
+  {
+    static const naarpc::Layout naarpc_layout = naarpc::Layout::Interleaved({1u, 1u, 1u}, 6u);
+    NAARPC_RETURN_IF_ERROR(xyz.Check(naarpc_layout, "Stencil.Mesh: parameter 'xyz'"));
+  }
+  {
+    static const naarpc::Layout naarpc_layout = naarpc::Layout::Composite({{8u, 2u}, {0u, 3u}});
+    NAARPC_RETURN_IF_ERROR(picked.Check(naarpc_layout, "Stencil.Mesh: parameter 'picked'"));
+  }
+  return naarpc::Status::Ok();
+}
+
+void StencilMeshCopyIn([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<const float> xyz,
+    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
+  xyz.GatherTo(naarpc_c.xyz());
+}
+
+void StencilMeshCopyOut([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
+    [[maybe_unused]] naarpc::StridedView<const float> xyz,
+    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
+  picked.ScatterFrom(naarpc_c.picked());
+}
+
+}  // namespace
+
+naarpc::Status StencilClient::Mesh(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  NAARPC_RETURN_IF_ERROR(StencilMeshCheckArgs(xyz, picked));
+  auto naarpc_call = NewMeshCall(deadline);
+  if (!naarpc_call.ok()) return naarpc_call.status();
+  StencilMeshCopyIn(*naarpc_call, xyz, picked);
+  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
+  StencilMeshCopyOut(*naarpc_call, xyz, picked);
+  return naarpc::Status::Ok();
+}
+
+std::future<naarpc::Status> StencilClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MeshAsync(xyz, picked,
+
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  naarpc::Status naarpc_check = StencilMeshCheckArgs(xyz, picked);
+  if (!naarpc_check.ok()) {
+    this->engine_.Reject(std::move(naarpc_check), std::move(done));
+    return;
+  }
+  this->engine_.Submit(this->pool_mesh_, deadline,
+      std::make_unique<naarpc::codegen::CallOp<MeshCall>>(
+          deadline,
+          [=](MeshCall& naarpc_c) { StencilMeshCopyIn(naarpc_c, xyz, picked); },
+          [=](MeshCall& naarpc_c) { StencilMeshCopyOut(naarpc_c, xyz, picked); }),
+      std::move(done));
+}
+
+// ===== Stencil: client over a channel of NAAs ==========================
+
+StencilChannelClient::StencilChannelClient(naarpc::Transport& transport,
+    std::shared_ptr<naarpc::Channel> channel, const naarpc::codegen::StubOptions& options)
+    : stubs_(std::make_shared<naarpc::codegen::ChannelStubs<StencilClient>>(
+          transport, std::move(channel), options)) {}
+
+StencilChannelClient StencilChannelClient::with_key(uint64_t key) const {
+  StencilChannelClient keyed = *this;
+  keyed.key_ = key;
+  return keyed;
+}
+
+naarpc::Status StencilChannelClient::Column(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Column", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Column(col, sum, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  ColumnAsync(col, sum, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::ColumnAsync(
+    naarpc::StridedView<const double> col,
+    double* sum,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Column", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.ColumnAsync(col, sum, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StencilChannelClient::Halo(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Halo", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Halo(face, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  HaloAsync(face, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::HaloAsync(
+    naarpc::StridedView<float> face,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Halo", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.HaloAsync(face, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+naarpc::Status StencilChannelClient::Mesh(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  return stubs_->Call("Stencil.Mesh", false, key_, deadline,
+      [&](StencilClient& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Mesh(xyz, picked, naarpc_d);
+      });
+}
+
+std::future<naarpc::Status> StencilChannelClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    naarpc::Deadline deadline) {
+  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
+  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
+  MeshAsync(xyz, picked, 
+      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
+      deadline);
+  return naarpc_future;
+}
+
+void StencilChannelClient::MeshAsync(
+    naarpc::StridedView<const float> xyz,
+    naarpc::StridedView<uint16_t> picked,
+    std::function<void(naarpc::Status)> done,
+    naarpc::Deadline deadline) {
+  stubs_->CallAsync("Stencil.Mesh", false, key_, deadline,
+      [=](StencilClient& naarpc_c, naarpc::Deadline naarpc_d,
+          std::function<void(naarpc::Status)> naarpc_done) {
+        naarpc_c.MeshAsync(xyz, picked, std::move(naarpc_done), naarpc_d);
+      },
+      std::move(done));
+}
+
+// ===== Stencil: software-NAA skeleton ================================
+
+std::span<const uint8_t> StencilService::function_codes() const {
+  static constexpr uint8_t kCodes[] = {1, 2, 3};
+  return kCodes;
+}
+
+std::chrono::milliseconds StencilService::KernelTimeout(uint8_t function_code) const {
+  switch (function_code) {
+    case 1: return kColumnTimeout;
+    case 2: return kHaloTimeout;
+    case 3: return kMeshTimeout;
+    default: return std::chrono::milliseconds::zero();
+  }
+}
+
+std::string_view StencilService::RoutineName(uint8_t function_code) const {
+  switch (function_code) {
+    case 1: return "Stencil.Column";
+    case 2: return "Stencil.Halo";
+    case 3: return "Stencil.Mesh";
+    default: return {};
+  }
+}
+
+uint8_t StencilService::Handle(naarpc::NaaCall& call) {
+  try {
+    switch (call.function_code) {
+      case 1: return HandleColumn(call);
+      case 2: return HandleHalo(call);
+      case 3: return HandleMesh(call);
+      default: return naarpc::kNaaStatusUnknownFunction;
+    }
+  } catch (...) {
+    return naarpc::kNaaStatusKernelFailed;
+  }
+}
+
+// Column: 2 parameter region(s), 0 internal.
+uint8_t StencilService::HandleColumn(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 2 || call.internal.size() != 0) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (naarpc_p[0].data.size() != 32) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].data.size() != 8) return naarpc::kNaaStatusBadRegionLayout;
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.dialect == naarpc::Dialect::kReference) {
+    // Reference dialect: the MRSP flags must match the IDL directions.
+    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
+  }
+  const auto naarpc_v_col = naarpc::codegen::TypedView<double>(naarpc_p[0].data, 0, 4);
+  const auto naarpc_v_sum = naarpc::codegen::TypedView<double>(naarpc_p[1].data, 0, 1);
+  if (naarpc_v_col.empty() ||
+      naarpc_v_sum.empty()) {
+    return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
+  }
+  const StencilError naarpc_status = Column(
+      call,
+      std::span<const double>(naarpc_v_col),
+      naarpc_v_sum[0]);
+  naarpc_p[1].reply_length = 8;
+  return static_cast<uint8_t>(naarpc_status);
+}
+
+// Halo: 1 parameter region(s), 0 internal.
+uint8_t StencilService::HandleHalo(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 1 || call.internal.size() != 0) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (naarpc_p[0].data.size() != 64) return naarpc::kNaaStatusBadRegionLayout;
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (naarpc_p[0].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.dialect == naarpc::Dialect::kReference) {
+    // Reference dialect: the MRSP flags must match the IDL directions.
+    if ((naarpc_p[0].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
+  }
+  const auto naarpc_v_face = naarpc::codegen::TypedView<float>(naarpc_p[0].data, 0, 16);
+  if (naarpc_v_face.empty()) {
+    return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
+  }
+  const StencilError naarpc_status = Halo(
+      call,
+      naarpc_v_face);
+  naarpc_p[0].reply_length = 64;
+  return static_cast<uint8_t>(naarpc_status);
+}
+
+// Mesh: 2 parameter region(s), 0 internal.
+uint8_t StencilService::HandleMesh(naarpc::NaaCall& call) {
+  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
+  if (naarpc_p.size() != 2 || call.internal.size() != 0) {
+    return naarpc::kNaaStatusBadRegionLayout;
+  }
+  if (naarpc_p[0].data.size() != 24) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].data.size() != 10) return naarpc::kNaaStatusBadRegionLayout;
+  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
+  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
+  if (call.dialect == naarpc::Dialect::kReference) {
+    // Reference dialect: the MRSP flags must match the IDL directions.
+    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
+    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
+  }
+  const auto naarpc_v_xyz = naarpc::codegen::TypedView<float>(naarpc_p[0].data, 0, 6);
+  const auto naarpc_v_picked = naarpc::codegen::TypedView<uint16_t>(naarpc_p[1].data, 0, 5);
+  if (naarpc_v_xyz.empty() ||
+      naarpc_v_picked.empty()) {
+    return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
+  }
+  const StencilError naarpc_status = Mesh(
+      call,
+      std::span<const float>(naarpc_v_xyz),
+      naarpc_v_picked);
+  naarpc_p[1].reply_length = 10;
   return static_cast<uint8_t>(naarpc_status);
 }
 

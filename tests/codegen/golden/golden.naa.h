@@ -17,9 +17,11 @@
 #include <string_view>
 #include <vector>
 
-#include "naarpc/impl/call_engine.h"
-#include "naarpc/impl/codegen_support.h"
+#include "naarpc/channel.h"
 #include "naarpc/deadline.h"
+#include "naarpc/impl/call_engine.h"
+#include "naarpc/impl/channel_stub.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/status.h"
 #include "naarpc/transport.h"
@@ -286,6 +288,80 @@ class KitchenClient final : public KitchenClientInterface {
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
+// ===== Kitchen: client over a channel of NAAs ==========================
+// Calls Kitchen on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines (Echo)
+// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One KitchenClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as KitchenClient.
+class KitchenChannelClient final : public KitchenClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  KitchenChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                    const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  KitchenChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  KitchenClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Mixed(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+  void MixedAsync(
+      std::span<const uint16_t> fixed_in,
+      int32_t scalar_in,
+      std::span<const double> var_in,
+      std::span<const std::byte> blob,
+      std::span<int64_t> fixed_out,
+      float* scalar_out,
+      std::vector<uint32_t>* var_out,
+      std::span<int8_t> fixed_io,
+      std::vector<uint64_t>* var_io,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) override;
+
+  naarpc::Status Echo(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+  void EchoAsync(
+      std::span<const uint8_t> x,
+      std::vector<uint8_t>* y,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<KitchenClient>> stubs_;
+  std::optional<uint64_t> key_;
+};
+
 // ===== Kitchen: software-NAA skeleton ================================
 // Derive, implement one kernel per routine, and serve it with
 // naarpc::NaaServer::Start(transport, host, port, service). Kernels run
@@ -446,6 +522,42 @@ class SecondClient final : public SecondClientInterface {
  private:
   std::shared_ptr<naarpc::codegen::SessionPool> pool_ping_;
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Second: client over a channel of NAAs ==========================
+// Calls Second on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One SecondClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as SecondClient.
+class SecondChannelClient final : public SecondClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  SecondChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                   const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  SecondChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  SecondClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Ping(
+      uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> PingAsync(
+      uint32_t* v,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+  void PingAsync(
+      uint32_t* v,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<SecondClient>> stubs_;
+  std::optional<uint64_t> key_;
 };
 
 // ===== Second: software-NAA skeleton ================================
@@ -1001,6 +1113,190 @@ class StreamerClient final : public StreamerClientInterface {
   naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
 };
 
+// ===== Streamer: client over a channel of NAAs ==========================
+// Calls Streamer on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One StreamerClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as StreamerClient.
+class StreamerChannelClient final : public StreamerClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  StreamerChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                     const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  StreamerChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  StreamerClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Digest(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      std::span<const float> data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  naarpc::Status Digest(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+  void DigestAsync(
+      uint32_t seed,
+      naarpc::codegen::StreamSource<float>& data,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) override;
+
+  naarpc::Status Convert(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      std::span<const uint16_t> src,
+      std::vector<int64_t>* dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  naarpc::Status Convert(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+  void ConvertAsync(
+      naarpc::codegen::StreamSource<uint16_t>& src,
+      naarpc::codegen::StreamSink<int64_t>& dst,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) override;
+
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      std::vector<uint8_t>* out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  naarpc::Status Wide(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+  void WideAsync(
+      uint8_t a0,
+      uint8_t a1,
+      uint8_t a2,
+      uint8_t a3,
+      uint8_t a4,
+      uint8_t a5,
+      uint8_t a6,
+      uint8_t a7,
+      uint8_t a8,
+      uint8_t a9,
+      uint8_t a10,
+      uint8_t a11,
+      naarpc::codegen::StreamSink<uint8_t>& out,
+      uint32_t* total,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<StreamerClient>> stubs_;
+  std::optional<uint64_t> key_;
+};
+
 // ===== Streamer: software-NAA skeleton ================================
 // Derive, implement one kernel per routine, and serve it with
 // naarpc::NaaServer::Start(transport, host, port, service). Kernels run
@@ -1088,6 +1384,357 @@ class StreamerService : public naarpc::codegen::ServiceHandler {
   uint8_t HandleDigest(naarpc::NaaCall& call);
   uint8_t HandleConvert(naarpc::NaaCall& call);
   uint8_t HandleWide(naarpc::NaaCall& call);
+};
+
+// ===== Stencil: status codes =========================================
+// Parameters laid out non-contiguously in the caller's memory (docs/idl.md
+// "Layouts").
+// Statuses a Stencil routine returns: 0 success, application errors
+// 0x10..0x7f from the IDL. (0x01..0x0f are the runtime's, see ErrorName.)
+enum class StencilError : uint8_t {
+  kOk = 0x00,
+};
+
+// The name of an NAA status as declared in the IDL ("DIVISION_BY_ZERO"), of a
+// standard status ("KERNEL_TIMEOUT"), "OK" for 0, or "" if unknown.
+std::string_view StencilErrorName(uint8_t status);
+
+// The application error a failed call returned (kNaaError with a status
+// declared in the IDL), else nullopt.
+std::optional<StencilError> StencilErrorFromStatus(const naarpc::Status& status);
+
+// ===== Stencil: client ===============================================
+// Typed stubs. Every method checks the sizes of its arguments first (nothing
+// is sent on kInvalidArgument); a non-zero NAA status comes back as
+// kNaaError whose wire_code() is the status and whose message names it.
+class StencilClientInterface {
+ public:
+  static constexpr uint8_t kColumnFunctionCode = 1;
+  static constexpr std::chrono::milliseconds kColumnDefaultDeadline{11000};
+  static constexpr uint8_t kHaloFunctionCode = 2;
+  static constexpr std::chrono::milliseconds kHaloDefaultDeadline{11000};
+  static constexpr uint8_t kMeshFunctionCode = 3;
+  static constexpr std::chrono::milliseconds kMeshDefaultDeadline{11000};
+
+  virtual ~StencilClientInterface() = default;
+
+  // Column (function code 1): Column 2 of a 4 x 5 matrix in, a contiguous result out.
+  //   col: in, 4 x f64, caller's layout strided{count 4, block 1, stride 5, offset 2} (4 runs)
+  //   sum: out, 1 x f64
+  virtual naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+  // Asynchronous Column: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before ColumnAsync has returned); `done` must not block.
+  virtual void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
+
+  // Halo (function code 2)
+  //   face: inout, 16 x f32, caller's layout subarray{shape [4, 4, 4], extents [4, 4, 1], offsets [0, 0, 3]} (16 runs)
+  virtual naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+  // Asynchronous Halo: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before HaloAsync has returned); `done` must not block.
+  virtual void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
+
+  // Mesh (function code 3)
+  //   xyz: in, 6 x f32, caller's layout interleaved{repeat [1, 1, 1], elements 6} (6 runs)
+  //   picked: out, 5 x u16, caller's layout composite{[8, 2], [0, 3]} (2 runs)
+  virtual naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+  // Asynchronous Mesh: the arguments must stay valid until the future
+  // is ready (or `done` has run). Calls in flight at once:
+  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+  // completion engine drives them all from one thread (no thread per call).
+  // Dropping the future does not wait for the call.
+  [[nodiscard]] virtual std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+  // The same, calling `done` with the status on a client thread (never
+  // before MeshAsync has returned); `done` must not block.
+  virtual void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
+};
+
+// Talks to one NAA (host:port) serving Stencil: one connection (MRSP,
+// region layout) per routine and call in flight, opened on first use and
+// reopened after a failure. Thread-safe. Destroying the client ends its
+// asynchronous calls still queued or in flight with kCancelled (their
+// connections closed) and waits for connects in progress; a zero-copy call
+// object may outlive it.
+class StencilClient final : public StencilClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client.
+  StencilClient(naarpc::Transport& transport, std::string host, uint16_t port,
+             const naarpc::codegen::StubOptions& options = {});
+  ~StencilClient() override;
+  StencilClient(const StencilClient&) = delete;
+  StencilClient& operator=(const StencilClient&) = delete;
+
+  naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+
+  // Zero-copy Column: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class ColumnCall {
+   public:
+    // col: in, 4 x f64.
+    std::span<double> col() const;
+    // sum: out, 1 x f64.
+    std::span<double> sum() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit ColumnCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Column (connecting if needed).
+  naarpc::Result<ColumnCall> NewColumnCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline));
+
+  naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+
+  // Zero-copy Halo: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class HaloCall {
+   public:
+    // face: inout, 16 x f32.
+    std::span<float> face() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit HaloCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Halo (connecting if needed).
+  naarpc::Result<HaloCall> NewHaloCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline));
+
+  naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+
+  // Zero-copy Mesh: the parameters are the connection's registered
+  // buffers; fill the inputs in place, Invoke(), read the outputs in place.
+  // Holds one connection of the routine until destroyed; reusable.
+  class MeshCall {
+   public:
+    // xyz: in, 6 x f32.
+    std::span<float> xyz() const;
+    // picked: out, 5 x u16.
+    std::span<uint16_t> picked() const;
+    naarpc::Status Invoke(
+        naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline));
+
+   private:
+    friend class StencilClient;
+    template <typename> friend class naarpc::codegen::CallOp;
+    explicit MeshCall(naarpc::codegen::SessionPool::Lease lease)
+        : lease_(std::move(lease)) {}
+    // Invoke() in two steps (the client's CallEngine drives the call between).
+    naarpc::Status StartAsync(naarpc::Deadline deadline);
+    naarpc::Status FinishAsync(naarpc::Status status);
+    naarpc::codegen::SessionPool::Lease lease_;
+  };
+  // Waits for a free connection of Mesh (connecting if needed).
+  naarpc::Result<MeshCall> NewMeshCall(
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline));
+
+ private:
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_column_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_halo_;
+  std::shared_ptr<naarpc::codegen::SessionPool> pool_mesh_;
+  naarpc::codegen::CallEngine engine_;  // last: its calls use the pools
+};
+
+// ===== Stencil: client over a channel of NAAs ==========================
+// Calls Stencil on the NAAs of a naarpc::Channel (naarpc/channel.h):
+// each call goes to the NAA the channel's policy picks; an NAA that fails
+// is ejected for a while. Calls of idempotent routines
+// that fail on one NAA are retried on another within their deadline; the
+// others fail with the error naming the NAA. One StencilClient per NAA,
+// made on first use, with `options`. Thread-safe; copies (with_key) share
+// the clients. Over a channel of one NAA it behaves as StencilClient.
+class StencilChannelClient final : public StencilClientInterface {
+ public:
+  // REQUIRES: `transport` outlives the client and its copies.
+  StencilChannelClient(naarpc::Transport& transport, std::shared_ptr<naarpc::Channel> channel,
+                    const naarpc::codegen::StubOptions& options = {});
+  // The same client whose calls carry `key`: with BalancePolicy::kKeyAffinity
+  // calls with the same key go to the same NAA.
+  StencilChannelClient with_key(uint64_t key) const;
+  naarpc::Channel& channel() const { return stubs_->channel(); }
+  // The client of NAA `index` of the channel (zero-copy calls go there).
+  StencilClient& naa_client(size_t index) const { return *stubs_->At(index); }
+
+  naarpc::Status Column(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+  void ColumnAsync(
+      naarpc::StridedView<const double> col,
+      double* sum,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) override;
+
+  naarpc::Status Halo(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> HaloAsync(
+      naarpc::StridedView<float> face,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+  void HaloAsync(
+      naarpc::StridedView<float> face,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) override;
+
+  naarpc::Status Mesh(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  [[nodiscard]] std::future<naarpc::Status> MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+  void MeshAsync(
+      naarpc::StridedView<const float> xyz,
+      naarpc::StridedView<uint16_t> picked,
+      std::function<void(naarpc::Status)> done,
+      naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) override;
+
+ private:
+  std::shared_ptr<naarpc::codegen::ChannelStubs<StencilClient>> stubs_;
+  std::optional<uint64_t> key_;
+};
+
+// ===== Stencil: software-NAA skeleton ================================
+// Derive, implement one kernel per routine, and serve it with
+// naarpc::NaaServer::Start(transport, host, port, service). Kernels run
+// concurrently for different connections. A kernel returns kOk or an
+// application error; an exception becomes status 0x05 (KERNEL_FAILED).
+// Handle() answers unknown function codes with 0x03 and region layouts that
+// do not match the routine with 0x04 before any kernel runs.
+class StencilService : public naarpc::codegen::ServiceHandler {
+ public:
+  static constexpr std::chrono::milliseconds kColumnTimeout{10000};
+  static constexpr std::chrono::milliseconds kHaloTimeout{10000};
+  static constexpr std::chrono::milliseconds kMeshTimeout{10000};
+
+  ~StencilService() override = default;
+
+  // Column (function code 1, timeout 10000 ms): Column 2 of a 4 x 5 matrix in, a contiguous result out.
+  //   col: in, 4 x f64, caller's layout strided{count 4, block 1, stride 5, offset 2} (4 runs)
+  //   sum: out, 1 x f64
+  virtual StencilError Column(
+      const naarpc::NaaCall& call,
+      std::span<const double> col,
+      double& sum) = 0;
+
+  // Halo (function code 2, timeout 10000 ms)
+  //   face: inout, 16 x f32, caller's layout subarray{shape [4, 4, 4], extents [4, 4, 1], offsets [0, 0, 3]} (16 runs)
+  virtual StencilError Halo(
+      const naarpc::NaaCall& call,
+      std::span<float> face) = 0;
+
+  // Mesh (function code 3, timeout 10000 ms)
+  //   xyz: in, 6 x f32, caller's layout interleaved{repeat [1, 1, 1], elements 6} (6 runs)
+  //   picked: out, 5 x u16, caller's layout composite{[8, 2], [0, 3]} (2 runs)
+  virtual StencilError Mesh(
+      const naarpc::NaaCall& call,
+      std::span<const float> xyz,
+      std::span<uint16_t> picked) = 0;
+
+  uint8_t Handle(naarpc::NaaCall& call) final;
+  std::chrono::milliseconds KernelTimeout(uint8_t function_code) const override;
+  std::string_view service_name() const override { return "naarpc.testing.golden.Stencil"; }
+  std::span<const uint8_t> function_codes() const override;
+  std::string_view RoutineName(uint8_t function_code) const override;
+
+ private:
+  uint8_t HandleColumn(naarpc::NaaCall& call);
+  uint8_t HandleHalo(naarpc::NaaCall& call);
+  uint8_t HandleMesh(naarpc::NaaCall& call);
 };
 
 }  // namespace naarpc::testing::golden

@@ -251,6 +251,40 @@ class MockStreamerClient : public StreamerClientInterface {
   }
 };
 
+class MockStencilClient : public StencilClientInterface {
+ public:
+  MOCK_METHOD(naarpc::Status, Column,
+              (naarpc::StridedView<const double> col, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, ColumnAsync,
+              (naarpc::StridedView<const double> col, double* sum, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, ColumnAsync,
+              (naarpc::StridedView<const double> col, double* sum, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(naarpc::Status, Halo,
+              (naarpc::StridedView<float> face, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, HaloAsync,
+              (naarpc::StridedView<float> face, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, HaloAsync,
+              (naarpc::StridedView<float> face, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(naarpc::Status, Mesh,
+              (naarpc::StridedView<const float> xyz, naarpc::StridedView<uint16_t> picked, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(std::future<naarpc::Status>, MeshAsync,
+              (naarpc::StridedView<const float> xyz, naarpc::StridedView<uint16_t> picked, naarpc::Deadline deadline),
+              (override));
+  MOCK_METHOD(void, MeshAsync,
+              (naarpc::StridedView<const float> xyz, naarpc::StridedView<uint16_t> picked, std::function<void(naarpc::Status)> done,
+               naarpc::Deadline deadline),
+              (override));
+};
+
 }  // namespace naarpc::testing::golden
 
 #endif  // TESTS_CODEGEN_TESTDATA_GOLDEN_NAA_MOCK_H_
