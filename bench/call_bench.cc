@@ -43,9 +43,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/percentiles.h"
 #include "bench/transport_pingpong.h"
 #include "naarpc/client_session.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/interceptor.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
@@ -82,11 +83,11 @@ Stats Summarize(std::vector<double>& us) {
   Stats s;
   std::sort(us.begin(), us.end());
   s.iterations = us.size();
-  s.median_us = us[us.size() / 2];
+  s.median_us = naarpc::bench::Percentile(us, 50);
   s.min_us = us.front();
-  s.p10_us = us[us.size() / 10];
-  s.p90_us = us[us.size() * 9 / 10];
-  s.p99_us = us[us.size() * 99 / 100];
+  s.p10_us = naarpc::bench::Percentile(us, 10);
+  s.p90_us = naarpc::bench::Percentile(us, 90);
+  s.p99_us = naarpc::bench::Percentile(us, 99);
   double sum = 0;
   for (double v : us) sum += v;
   s.mean_us = sum / double(us.size());

@@ -22,7 +22,7 @@
 #include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 #include "naarpc/transport_factory.h"
-#include "runtime/gather_writes.h"
+#include "runtime/engine/gather_writes.h"
 
 namespace naarpc {
 namespace {

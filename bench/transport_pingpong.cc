@@ -7,7 +7,7 @@
 #include <cstring>
 #include <optional>
 
-#include "runtime/send_queue_budget.h"
+#include "runtime/engine/send_queue_budget.h"
 
 namespace naarpc::bench {
 namespace {

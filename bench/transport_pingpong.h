@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "naarpc/status.h"
-#include "runtime/send_queue_budget.h"
+#include "runtime/engine/send_queue_budget.h"
 #include "naarpc/transport.h"
 
 namespace naarpc::bench {

@@ -192,7 +192,7 @@ def send_length(p):
     if p.is_stream:
         return "0"
     if p.variable and p.is_input:
-        return "naarpc::codegen::kLengthHeaderSize + %s * sizeof(%s)" % (
+        return "naarpc::kLengthHeaderSize + %s * sizeof(%s)" % (
             p.cpp.size_member, p.type.cpp)
     return str(p.region_bytes)
 

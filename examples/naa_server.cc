@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
 #include "services/accumulator/accumulator_service.h"

@@ -11,27 +11,15 @@
 #include <fstream>
 #include <iostream>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "idl/generated_files.h"
 #include "idl/ir_json.h"
 #include "idl/load.h"
 
 namespace {
-
-constexpr const char* kUsage =
-    "usage: naarpc_idlc IDL.naa.yaml [--out FILE.json] [--include_prefix DIR]\n"
-    "                   [--label PATH] [--check]\n"
-    "  --out FILE         write the IR as JSON to FILE (default: stdout)\n"
-    "  --include_prefix   directory the generated files are #included from\n"
-    "  --label PATH       the IDL's name in diagnostics and generated banners\n"
-    "  --check            validate only\n";
-
-int Usage(const std::string& problem) {
-  std::cerr << "naarpc_idlc: " << problem << "\n" << kUsage;
-  return 2;
-}
 
 // Writes next to `path` and renames: readers never see a partial file.
 bool WriteAtomically(const std::string& path, const std::string& content) {
@@ -57,33 +45,22 @@ bool WriteAtomically(const std::string& path, const std::string& content) {
 int main(int argc, char** argv) {
   std::string idl_path, out_path, include_prefix, label;
   bool check = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    const auto value = [&](std::string* target) {
-      if (i + 1 >= argc) return false;
-      *target = argv[++i];
-      return true;
-    };
-    if (arg == "--out") {
-      if (!value(&out_path)) return Usage("--out needs a file");
-    } else if (arg == "--include_prefix") {
-      if (!value(&include_prefix)) return Usage("--include_prefix needs a directory");
-    } else if (arg == "--label") {
-      if (!value(&label)) return Usage("--label needs a path");
-    } else if (arg == "--check") {
-      check = true;
-    } else if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (!arg.empty() && arg[0] == '-') {
-      return Usage("unknown option " + std::string(arg));
-    } else if (idl_path.empty()) {
-      idl_path = std::string(arg);
-    } else {
-      return Usage("more than one IDL file");
-    }
+  CLI::App app{"validates a naarpc IDL file (*.naa.yaml) and writes its IR as JSON",
+               "naarpc_idlc"};
+  app.add_option("idl", idl_path, "the IDL file (*.naa.yaml)")->required();
+  app.add_option("--out", out_path, "write the IR as JSON to FILE (default: stdout)")
+      ->option_text("FILE");
+  app.add_option("--include_prefix", include_prefix,
+                 "directory the generated files are #included from")
+      ->option_text("DIR");
+  app.add_option("--label", label, "the IDL's name in diagnostics and generated banners")
+      ->option_text("PATH");
+  app.add_flag("--check", check, "validate only");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; usage errors: 2
   }
-  if (idl_path.empty()) return Usage("no IDL file given");
   const std::string shown = label.empty() ? idl_path : label;
 
   naarpc::Result<naarpc::idl::GeneratedFiles> files =

@@ -17,6 +17,6 @@ out=idl/internal/cpp_macros.inc
   echo "// generated code define (glibc, libstdc++, gtest/gmock, naarpc). DO NOT EDIT."
   idl/list_header_macros.sh tests/codegen/golden/golden.naa.cc \
       tests/codegen/golden/golden.naa_mock.h tests/codegen/golden/golden.naa.h \
-      -- -I. -I"$tmp" | sed 's/.*/"&",/'
+      -- -I. -Iinclude -I"$tmp" | sed 's/.*/"&",/'
 } > "$out"
 echo "updated $out ($(grep -c '^"' "$out") macros)"

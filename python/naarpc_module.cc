@@ -28,11 +28,11 @@
 #include <vector>
 
 #include "idl/load.h"
-#include "naarpc/stats_registry.h"
-#include "naarpc/codegen_stream.h"
 #include "naarpc/comm_state.h"
+#include "naarpc/impl/codegen_stream.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/transport_factory.h"
 #include "tools/naarpc/describe.h"
 #include "tools/naarpc/dynamic_call.h"
@@ -322,7 +322,7 @@ py::array CheckArray(const std::string& full, const idl::Param& p, py::object va
 }
 
 // ---- streams (docs/streams.md) -------------------------------------------------
-// The generated code's stream machinery (naarpc/codegen_stream.h) with Python
+// The generated code's stream machinery (naarpc/impl/codegen_stream.h) with Python
 // at its ends: an input stream's chunks come from a numpy array, an iterable
 // of arrays or a file's readinto() through a GeneratorSource; output streams
 // go to a CallbackSink (collected) or a PipeSink (an iterator of chunks);

@@ -276,14 +276,30 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
   const int cl = m.AddScope("class " + cl_name, ns);
   m.Inherit(cl, ci);
   m.Declare(cl, cl_name, oS, "the name of class " + cl_name);
-  m.Declare(cl, "async_runner_", kFixed, "member async_runner_ of " + cl_name);
+  m.Declare(cl, "engine_", kFixed, "member engine_ of " + cl_name);
   m.UseOutside(cl, {"naarpc", "std", "size_t", "uint16_t"});
   const int ctor = m.AddScope("the constructor of " + cl_name, cl);
   for (const char* a : {"transport", "host", "port", "options"}) {
     m.Declare(ctor, a, kFixed, std::string("argument ") + a);
   }
   m.UseOutside(ctor, {"naarpc", "std", "uint16_t"});
-  m.Use(ctor, "async_runner_", cl, kFixed, "member");
+  m.Use(ctor, "engine_", cl, kFixed, "member");
+
+  // class <S>ChannelClient : <S>ClientInterface (calls over a naarpc::Channel)
+  const std::string ch_name = c.channel_client;
+  const int ch = m.AddScope("class " + ch_name, ns);
+  m.Inherit(ch, ci);
+  m.Declare(ch, ch_name, oS, "the name of class " + ch_name);
+  m.Declare(ch, "stubs_", kFixed, "member stubs_ of " + ch_name);
+  m.Declare(ch, "key_", kFixed, "member key_ of " + ch_name);
+  m.UseOutside(ch, {"naarpc", "std", "size_t", "uint64_t"});
+  const int ch_ctor = m.AddScope("the constructor of " + ch_name, ch);
+  for (const char* a : {"transport", "channel", "options"}) {
+    m.Declare(ch_ctor, a, kFixed, std::string("argument ") + a);
+  }
+  m.UseOutside(ch_ctor, {"naarpc", "std"});
+  m.Use(ch_ctor, "stubs_", ch, kFixed, "member");
+  m.Use(ch_ctor, c.client, ns, oS, "class");
 
   // class <S>Service : naarpc::codegen::ServiceHandler
   const std::string sv_name = c.service;
@@ -373,9 +389,25 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
         m.Use(f, rc.new_call, cl, o, "method");
         m.Use(f, rc.call_class, cl, o, "nested class");
       } else {
-        m.Use(f, "async_runner_", cl, kFixed, "member");
+        m.Use(f, "engine_", cl, kFixed, "member");
         m.Use(f, rc.method, cl, o, "method");
       }
+    }
+    // <S>ChannelClient's forms of the routine, each forwarding to stubs_ with key_.
+    for (const Signature& sig : signatures) {
+      const std::string title = ch_name + sig.title.substr(cl_name.size());
+      const int f = m.AddScope(title, ch);
+      for (size_t k = 0; k < r.params.size(); ++k) {
+        if (param_ok(k)) m.Declare(f, r.params[k].name, oP[ri][k], "argument of " + title);
+      }
+      m.Declare(f, "deadline", kFixed, "argument deadline");
+      if (sig.done) m.Declare(f, "done", kFixed, "argument done");
+      m.UseOutside(f, {"naarpc", "std"});
+      UseElementTypes(m, f, r);
+      m.Use(f, rc.default_deadline_constant, ch, o, "constant");  // default argument
+      m.Use(f, "stubs_", ch, kFixed, "member");
+      m.Use(f, "key_", ch, kFixed, "member");
+      m.Use(f, c.client, ns, oS, "class");
     }
     const int nc = m.AddScope(cl_name + "::" + rc.new_call, cl);
     m.Declare(nc, "deadline", kFixed, "argument deadline");

@@ -53,7 +53,7 @@ constexpr FieldRule kStreamFields[] = {
     {"window", FieldKind::kInteger, true, 1, 64},
 };
 // docs/idl.md "Layouts" (seed 004): exactly one form per layout; the
-// arithmetic rules are naarpc::CheckLayout's (runtime/layout.cc).
+// arithmetic rules are naarpc::CheckLayout's (runtime/wire/layout.cc).
 constexpr FieldRule kLayoutFields[] = {
     {"strided", FieldKind::kMapping},
     {"subarray", FieldKind::kMapping},

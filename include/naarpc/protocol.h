@@ -1,11 +1,13 @@
-// Wire constants of the NAAICE host–NAA protocol and the encoding of the
-// 32-bit immediates. Layouts and every decision the spec leaves open are
+// Wire constants of the NAAICE host–NAA protocol, the encoding of the
+// 32-bit immediates and the variable-length parameters' header. Layouts and every decision the spec leaves open are
 // documented in docs/protocol.md; tests pin them byte for byte.
 #ifndef NAARPC_PROTOCOL_H_
 #define NAARPC_PROTOCOL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -155,78 +157,23 @@ inline constexpr size_t kMaxStreams = 32;
 // The windows of one routine's streams together (receives: 15.3).
 inline constexpr uint32_t kMaxStreamWindowTotal = 62;
 
-// Why a stream entry of an Advertisement+Request is invalid (flags, chunk
-// size in the requested-address field, size = window * chunk), or empty.
-std::string CheckStreamEntry(uint8_t flags, uint64_t chunk_size, uint32_t size);
-
-// A stream frame's immediate: bit 31 set, bit 30 credit (else chunk), bit 29
-// end (chunks: the stream's last chunk) or stop (credits: the reader wants no
-// more data), bits 24..28 the stream, bits 0..23 the value, modulo 2^24
-// (chunk: its sequence number within the call, from 0; credit: chunks
-// consumed so far). A chunk's length is the byte count of its write.
-inline constexpr uint32_t kStreamFrameBit = 0x80000000u;
-inline constexpr uint32_t kStreamCreditBit = 0x40000000u;
-inline constexpr uint32_t kStreamEndOrStopBit = 0x20000000u;
-inline constexpr uint32_t kStreamValueMask = 0x00ffffffu;
-
-struct StreamFrame {
-  bool credit = false;  // else a chunk
-  bool end = false;     // chunk: the last one of the stream
-  bool stop = false;    // credit: the reader wants no more data
-  uint8_t stream = 0;   // 0..31
-  uint32_t value = 0;   // chunk: sequence number; credit: chunks consumed (mod 2^24)
-};
-
-inline bool IsStreamFrame(uint32_t imm) { return (imm & kStreamFrameBit) != 0; }
-// Chunk `sequence` (counted from 0 within the call) of `stream`.
-// REQUIRES: stream < kMaxStreams.
-inline uint32_t EncodeStreamChunk(uint8_t stream, uint64_t sequence, bool end) {
-  return kStreamFrameBit | (end ? kStreamEndOrStopBit : 0) | uint32_t{stream} << 24 |
-         static_cast<uint32_t>(sequence & kStreamValueMask);
-}
-// REQUIRES: stream < kMaxStreams.
-inline uint32_t EncodeStreamCredit(uint8_t stream, uint64_t consumed, bool stop) {
-  return kStreamFrameBit | kStreamCreditBit | (stop ? kStreamEndOrStopBit : 0) |
-         uint32_t{stream} << 24 | static_cast<uint32_t>(consumed & kStreamValueMask);
-}
-// nullopt if bit 31 is clear.
-inline std::optional<StreamFrame> DecodeStreamFrame(uint32_t imm) {
-  if (!IsStreamFrame(imm)) return std::nullopt;
-  StreamFrame f;
-  f.credit = (imm & kStreamCreditBit) != 0;
-  const bool bit29 = (imm & kStreamEndOrStopBit) != 0;
-  (f.credit ? f.stop : f.end) = bit29;
-  f.stream = static_cast<uint8_t>((imm >> 24) & 0x1f);
-  f.value = imm & kStreamValueMask;
-  return f;
-}
-
-// Big-endian helpers (explicit, independent of host byte order).
-inline void PutBe16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }
-inline void PutBe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (24 - 8 * i));
-}
-inline void PutBe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (56 - 8 * i));
-}
-inline void PutBe56(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 7; ++i) p[i] = uint8_t(v >> (48 - 8 * i));
-}
-inline uint16_t GetBe16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
-inline uint32_t GetBe32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = v << 8 | p[i];
-  return v;
-}
-inline uint64_t GetBe64(const uint8_t* p) {
+// Variable-length parameters start with an 8-byte big-endian element count;
+// the elements follow (docs/idl.md, "Variable-length parameters"). Generated
+// code and the dynamic calls of the CLI and Python read and write it here.
+inline constexpr size_t kLengthHeaderSize = 8;
+// The count in `region`'s header; 0 if the region is shorter than a header.
+inline uint64_t ReadLengthHeader(std::span<const std::byte> region) {
+  if (region.size() < kLengthHeaderSize) return 0;
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
+  for (size_t i = 0; i < kLengthHeaderSize; ++i) v = v << 8 | uint8_t(region[i]);
   return v;
 }
-inline uint64_t GetBe56(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 7; ++i) v = v << 8 | p[i];
-  return v;
+// Writes `count` into `region`'s header (nothing if the region is shorter).
+inline void WriteLengthHeader(std::span<std::byte> region, uint64_t count) {
+  if (region.size() < kLengthHeaderSize) return;
+  for (size_t i = 0; i < kLengthHeaderSize; ++i) {
+    region[i] = std::byte(uint8_t(count >> (56 - 8 * i)));
+  }
 }
 
 }  // namespace naarpc

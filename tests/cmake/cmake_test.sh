@@ -33,7 +33,8 @@ doc_block cmake-install | sed 's|-DCMAKE_BUILD_TYPE=Release|& -DNAARPC_WERROR=ON
 echo "cmake_test: naarpc configured, built and installed in $((SECONDS - start)) s (docs/using.md)"
 
 # Installed: the public headers only, and they include nothing else of naarpc.
-ls "$prefix/include/naarpc" | diff - <(cd "$naarpc/include/naarpc" && ls *.h)
+(cd "$prefix/include/naarpc" && find . -type f | sort) |
+  diff - <(cd "$naarpc/include/naarpc" && find . -name '*.h' | sort)
 if grep -rn '#include "\(runtime\|codegen\|idl\)/' "$prefix/include"; then
   echo "cmake_test: an installed header includes a non-public header" >&2
   exit 1

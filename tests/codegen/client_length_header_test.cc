@@ -16,6 +16,7 @@
 #include "naarpc/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "tests/codegen/testdata/golden.naa.h"
+#include "runtime/wire/byte_order.h"
 
 namespace {
 

@@ -217,7 +217,7 @@ class StreamTest(GenCase):
             if name.endswith(".json"):
                 continue  # the IR (fields for streams: null, false, 0)
             for word in ("Stream", "stream", "naarpc_s_"):
-                self.assertNotIn(word, text.replace("naarpc/codegen_support.h", ""), name)
+                self.assertNotIn(word, text.replace("naarpc/impl/codegen_support.h", ""), name)
 
     def test_stream_parameters(self):
         p, files = self.generate(idl(routine("Scale", 1, self.STREAMS)))

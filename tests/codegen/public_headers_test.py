@@ -13,6 +13,7 @@ import unittest
 
 ROOT = os.getcwd()  # the runfiles root (py_test.sh)
 PUBLIC_DIR = os.path.join(ROOT, "include", "naarpc")
+IMPL_DIR = os.path.join(PUBLIC_DIR, "impl")
 GOLDEN_DIR = os.path.join(ROOT, "tests", "codegen", "golden")
 _QUOTED = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
@@ -24,8 +25,18 @@ def quoted_includes(path):
         return _QUOTED.findall(f.read())
 
 
-def public_headers():
+def user_headers():
+    """include/naarpc/*.h: the user API."""
     return {"naarpc/" + n for n in os.listdir(PUBLIC_DIR) if n.endswith(".h")}
+
+
+def impl_headers():
+    """include/naarpc/impl/*.h: what only generated code needs."""
+    return {"naarpc/impl/" + n for n in os.listdir(IMPL_DIR) if n.endswith(".h")}
+
+
+def public_headers():
+    return user_headers() | impl_headers()
 
 
 def non_public(path, allowed_own):
@@ -42,11 +53,28 @@ def own_generated_header(include):
 
 class PublicHeadersTest(unittest.TestCase):
     def test_public_headers_include_only_public_headers(self):
-        for name in sorted(os.listdir(PUBLIC_DIR)):
+        for name in sorted(public_headers()):
             with self.subTest(header=name):
                 self.assertEqual(
-                    non_public(os.path.join(PUBLIC_DIR, name), lambda _: False), [],
-                    "include/naarpc/%s includes a header outside include/naarpc/" % name)
+                    non_public(os.path.join(ROOT, "include", name), lambda _: False), [],
+                    "include/%s includes a header outside include/naarpc/" % name)
+
+    def test_user_headers_do_not_include_impl(self):
+        # The user API stands without the code-generation plumbing.
+        self.assertTrue(impl_headers())
+        for name in sorted(user_headers()):
+            with self.subTest(header=name):
+                self.assertEqual(
+                    [i for i in quoted_includes(os.path.join(ROOT, "include", name))
+                     if i.startswith("naarpc/impl/")], [],
+                    "include/%s includes naarpc/impl/" % name)
+
+    def test_wire_helpers_are_internal(self):
+        # Byte-order helpers and stream-frame codecs stay in runtime/wire/.
+        with open(os.path.join(PUBLIC_DIR, "protocol.h"), encoding="utf-8") as f:
+            text = f.read()
+        for name in ("PutBe64", "GetBe64", "EncodeStreamChunk", "DecodeStreamFrame"):
+            self.assertNotIn(name, text)
 
     def test_goldens_include_only_public_headers(self):
         names = sorted(os.listdir(GOLDEN_DIR))
@@ -72,25 +100,25 @@ class PublicHeadersTest(unittest.TestCase):
         # to generated code.
         with open(os.path.join(ROOT, "docs", "using.md"), encoding="utf-8") as f:
             rows = [l for l in f.read().splitlines() if l.startswith("| `naarpc/")]
-        listed = [re.match(r"\| `(naarpc/[\w.]+\.h)`", r).group(1) for r in rows]
+        listed = [re.match(r"\| `(naarpc/[\w./]+\.h)`", r).group(1) for r in rows]
         self.assertEqual(sorted(listed), sorted(public_headers()),
-                         "docs/using.md's table of public headers vs include/naarpc/")
+                         "docs/using.md's tables of public headers vs include/naarpc/")
         umbrella = [r for r in rows if r.startswith("| `naarpc/naarpc.h`")][0]
         left_out = set(re.findall(r"`(\w+\.h)`", umbrella.split("|")[2]))
         self.assertEqual(
             set(quoted_includes(os.path.join(PUBLIC_DIR, "naarpc.h"))),
-            public_headers() - {"naarpc/naarpc.h"} - {"naarpc/" + h for h in left_out},
+            user_headers() - {"naarpc/naarpc.h"} - {"naarpc/" + h for h in left_out},
             "naarpc/naarpc.h vs docs/using.md's 'all of the below except ...'")
 
     def test_checker_rejects_internal_headers(self):
         # The check itself: an internal include is reported.
         import tempfile
         with tempfile.NamedTemporaryFile("w", suffix=".h", delete=False) as f:
-            f.write('#include "naarpc/status.h"\n#include "runtime/mrsp.h"\n'
+            f.write('#include "naarpc/status.h"\n#include "runtime/wire/mrsp.h"\n'
                     '#include <vector>\n#include "codegen/support/x.h"\n')
         try:
             self.assertEqual(non_public(f.name, own_generated_header),
-                             ["runtime/mrsp.h", "codegen/support/x.h"])
+                             ["runtime/wire/mrsp.h", "codegen/support/x.h"])
         finally:
             os.unlink(f.name)
 

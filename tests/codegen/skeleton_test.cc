@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "tests/codegen/testdata/golden.naa.h"
 
 namespace golden = naarpc::testing::golden;
@@ -98,7 +98,7 @@ FakeCall EchoCall(Dialect d, uint64_t n) {
     f.params[0].flags = 0x04;  // x: input
     f.params[1].flags = 0x08;  // y: output
   }
-  naarpc::codegen::WriteLengthHeader(f.bufs[0], n);
+  naarpc::WriteLengthHeader(f.bufs[0], n);
   for (size_t i = 0; i < std::min<uint64_t>(n, 100); ++i) *f.at<uint8_t>(0, 8 + i) = uint8_t(i + 1);
   return f;
 }
@@ -108,7 +108,7 @@ TEST(Skeleton, EchoCopiesVariableLengthData) {
     KitchenImpl k;
     FakeCall f = EchoCall(d, 3);
     EXPECT_EQ(k.Handle(f.call), 0);
-    EXPECT_EQ(naarpc::codegen::ReadLengthHeader(f.bufs[1]), 3u);
+    EXPECT_EQ(naarpc::ReadLengthHeader(f.bufs[1]), 3u);
     EXPECT_EQ(*f.at<uint8_t>(1, 8), 1);
     EXPECT_EQ(*f.at<uint8_t>(1, 10), 3);
     EXPECT_EQ(f.params[1].reply_length, 8u + 3u);  // only the valid prefix goes back
@@ -156,11 +156,11 @@ FakeCall MixedCall(int32_t scalar_in) {
              {false, false, false, false, true, true, true, true, true}, {64, 16});
   *f.at<uint16_t>(0) = 5;
   *f.at<int32_t>(1) = scalar_in;
-  naarpc::codegen::WriteLengthHeader(f.bufs[2], 2);
+  naarpc::WriteLengthHeader(f.bufs[2], 2);
   f.at<double>(2, 8)[0] = 1.5;
   f.at<double>(2, 8)[1] = 2.5;
   f.at<int8_t>(7)[0] = 4;
-  naarpc::codegen::WriteLengthHeader(f.bufs[8], 2);
+  naarpc::WriteLengthHeader(f.bufs[8], 2);
   return f;
 }
 
@@ -174,11 +174,11 @@ TEST(Skeleton, MixedPassesTypedViewsAndSetsReplyLengths) {
   EXPECT_EQ(k.seen_internal, 64u + 4u);
   EXPECT_EQ(*f.at<int64_t>(4), 8);      // 5 + 3
   EXPECT_EQ(*f.at<float>(5), 2.5f);     // last var_in
-  EXPECT_EQ(naarpc::codegen::ReadLengthHeader(f.bufs[6]), 3u);
+  EXPECT_EQ(naarpc::ReadLengthHeader(f.bufs[6]), 3u);
   EXPECT_EQ(f.at<uint32_t>(6, 8)[2], 20u);
   EXPECT_EQ(f.params[6].reply_length, 8u + 3 * 4);
   EXPECT_EQ(*f.at<int8_t>(7), -4);
-  EXPECT_EQ(naarpc::codegen::ReadLengthHeader(f.bufs[8]), 3u);  // inout grew by one
+  EXPECT_EQ(naarpc::ReadLengthHeader(f.bufs[8]), 3u);  // inout grew by one
   EXPECT_EQ(f.at<uint64_t>(8, 8)[2], 77u);
   EXPECT_EQ(f.params[4].reply_length, 32u);
 }

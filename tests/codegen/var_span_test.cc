@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 
 namespace {
 

@@ -33,7 +33,7 @@ Treatments:
                   excerpt of that file (its lines appear there, in order).
   python          (Starlark) `# PATH` first line: an excerpt of that file.
   text            `golden:` byte vectors of docs/protocol.md, checked by
-                  //tests/codec:protocol_doc_test.
+                  //runtime/wire:protocol_doc_test.
 Anything else needs a directive. Ports: 12345 (the default port the docs
 use) is replaced by a fresh free port per document, consistently in
 commands and outputs.
@@ -456,7 +456,7 @@ CPP_PRELUDE = """\
 #include <unistd.h>
 
 #include "naarpc/naarpc.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 using namespace std::chrono_literals;
 """
 
@@ -522,7 +522,7 @@ class Checker:
           elif b.lang in ("python", "starlark"):
             self.check_excerpt(b, required=True)
           elif b.lang == "text" and b.lines and b.lines[0].startswith("golden:"):
-            self.counts["golden"] += 1  # //tests/codec:protocol_doc_test
+            self.counts["golden"] += 1  # //runtime/wire:protocol_doc_test
           elif b.lang == "text":
             self.counts["text"] += 1  # a diagram or a sample: nothing to run
           else:

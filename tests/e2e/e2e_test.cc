@@ -428,7 +428,7 @@ TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
   server->Shutdown();
 }
 
-// Selective signaling (runtime/send_queue_budget.h) on a send queue of 8
+// Selective signaling (runtime/engine/send_queue_budget.h) on a send queue of 8
 // slots, both sides: each call writes 3 input regions (plus metadata on the
 // first) and each reply 3 return regions, so only some writes are signaled,
 // the NAA may have to wait for a signaled reply before posting the next, and

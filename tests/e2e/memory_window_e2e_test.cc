@@ -19,7 +19,7 @@
 
 #include "naarpc/client_session.h"
 #include "naarpc/naa_server.h"
-#include "runtime/mrsp.h"
+#include "runtime/wire/mrsp.h"
 #include "tests/testing/test_transport.h"
 
 namespace naarpc {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/emulated/fault_injection.h"

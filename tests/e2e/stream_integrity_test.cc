@@ -24,6 +24,7 @@
 #include "tests/testing/forwarding_transport.h"
 #include "tests/testing/log_capture.h"
 #include "tests/testing/test_transport.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace naarpc {
 namespace {

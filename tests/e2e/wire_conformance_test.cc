@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "naarpc/client_session.h"
-#include "runtime/mrsp.h"
+#include "runtime/wire/mrsp.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/protocol.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
 #include "tests/e2e/test_kernels.h"
+#include "runtime/wire/byte_order.h"
 
 namespace naarpc {
 namespace {

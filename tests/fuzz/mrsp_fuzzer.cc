@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/mrsp.h"
+#include "runtime/wire/mrsp.h"
 
 namespace {
 [[noreturn]] void Fail(const char* what) {

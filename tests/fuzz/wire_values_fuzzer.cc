@@ -19,8 +19,9 @@
 #include <span>
 #include <vector>
 
-#include "runtime/metadata.h"
+#include "runtime/wire/metadata.h"
 #include "naarpc/protocol.h"
+#include "runtime/wire/stream_frame.h"
 
 namespace {
 

@@ -60,6 +60,11 @@ TEST(Clash, ParametersAgainstGeneratedMembers) {
   EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "R", "o")),
                     "parameter 'R' of 'R' generates 'R' (argument of SClient::RAsync), which "
                     "hides 'R'"));
+  // SChannelClient's methods forward to its members stubs_ and key_.
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "key_", "o")),
+                    "parameter 'key_' of 'R' generates 'key_' (argument of SChannelClient::R"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, "stubs_", "o")),
+                    "which hides the generated 'stubs_'"));
 }
 
 TEST(Clash, ErrorNamesMappingToOneEnumerator) {

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "runtime/mrsp.h"
+#include "runtime/wire/mrsp.h"
 #include "naarpc/protocol.h"
 
 namespace naarpc::naaice {

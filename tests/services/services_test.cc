@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"

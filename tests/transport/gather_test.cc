@@ -16,7 +16,7 @@
 
 #include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
-#include "runtime/gather_writes.h"
+#include "runtime/engine/gather_writes.h"
 #include "tests/testing/test_transport.h"
 
 namespace naarpc {

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/percentiles.h"
 #include "bench/transport_pingpong.h"
 #include "naarpc/transport_factory.h"
 #include "tools/naarpc/dynamic_call.h"
@@ -48,12 +49,11 @@ struct Point {
 
 void Summarize(std::vector<double>& us, double seconds, uint64_t bytes_per_call, Point& p) {
   std::sort(us.begin(), us.end());
-  auto at = [&](double q) { return us[std::min(us.size() - 1, size_t(q * double(us.size())))]; };
   p.calls = us.size();
   p.bytes_per_call = bytes_per_call;
-  p.p50 = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
+  p.p50 = bench::Percentile(us, 50);
+  p.p90 = bench::Percentile(us, 90);
+  p.p99 = bench::Percentile(us, 99);
   p.max = us.back();
   p.calls_per_s = double(p.calls) / seconds;
   p.mb_per_s = p.calls_per_s * double(bytes_per_call) / 1e6;

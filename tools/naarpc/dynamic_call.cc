@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "runtime/cycle_clock.h"
 
 namespace naarpc::cli {
@@ -171,7 +171,7 @@ Result<ValueView> DynamicCall::Output(const idl::Param& p) {
   std::span<const std::byte> buffer = session_->buffer(p.index);
   uint64_t count = p.count;
   if (p.variable) {
-    count = codegen::ReadLengthHeader(buffer);
+    count = ReadLengthHeader(buffer);
     if (count > p.count) {
       return ProtocolError(name_ + ": the NAA returned " + std::to_string(count) +
                            " elements for '" + p.name + "', more than its maximum " +
@@ -332,8 +332,8 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
     // Already in place (an array over the registered buffer): nothing to copy.
     if (!v.data.empty() && v.data.data() != dst) std::memmove(dst, v.data.data(), v.data.size());
     if (p.variable) {
-      codegen::WriteLengthHeader(buffer, v.count);
-      send_lengths[p.index] = codegen::kLengthHeaderSize + v.data.size();
+      WriteLengthHeader(buffer, v.count);
+      send_lengths[p.index] = kLengthHeaderSize + v.data.size();
     }
     sent += send_lengths[p.index];
   }

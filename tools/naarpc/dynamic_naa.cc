@@ -5,7 +5,7 @@
 #include <optional>
 #include <thread>
 
-#include "naarpc/codegen_support.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/protocol.h"
 #include "tools/naarpc/dynamic_call.h"
 
@@ -207,8 +207,8 @@ uint8_t DynamicNaa::RunFunction(const Entry& e, NaaCall& call,
       return kNaaStatusKernelFailed;
     }
     NaaRegion& out = call.params[p.naa_index];
-    codegen::WriteLengthHeader(out.data, count);
-    out.reply_length = codegen::kLengthHeaderSize + count * idl::Describe(p.type).size;
+    WriteLengthHeader(out.data, count);
+    out.reply_length = kLengthHeaderSize + count * idl::Describe(p.type).size;
   }
   return kNaaStatusSuccess;
 }
@@ -290,7 +290,7 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
       }
       counts[p.index] = p.count;
       if (problem.empty() && p.variable && p.is_input()) {
-        counts[p.index] = codegen::ReadLengthHeader(region.data);
+        counts[p.index] = ReadLengthHeader(region.data);
         if (counts[p.index] > p.count) {
           problem = "has a length header of " + std::to_string(counts[p.index]) +
                     ", more than its maximum " + std::to_string(p.count);
@@ -396,8 +396,8 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
     }
     if (k.kind == Kernel::Kind::kIncrement) Increment(p.type, out_data, count);
     if (p.variable) {
-      codegen::WriteLengthHeader(out.data, count);
-      out.reply_length = codegen::kLengthHeaderSize + count * out_size;
+      WriteLengthHeader(out.data, count);
+      out.reply_length = kLengthHeaderSize + count * out_size;
     }
   }
   return kNaaStatusSuccess;

@@ -9,6 +9,7 @@ removal_test="$(readlink -f "$r/tests/e2e/device_removal_test")"
 e2e_tests=()
 for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/services_test \
          tests/transport/notification_test tests/transport/accept_hook_test \
+         tests/transport/connection_test \
          tests/e2e/diagnostics_test \
          tests/e2e/server_limits_test tests/naaice/interop_test \
          tests/e2e/fault_matrix_test tests/e2e/stream_test tests/e2e/stream_stub_test \

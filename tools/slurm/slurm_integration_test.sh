@@ -181,13 +181,19 @@ echo "slurm: naanode idle (controller on 127.0.0.1:$ctld_port)"
 
 # ---- 1. concurrent jobs get disjoint NAAs ------------------------------------------------------
 mkfifo "$T/specs" "$T/release"
+holder_srun=()
 for j in 1 2; do
   srun --licenses=naa:2 -n 1 -J "naa$j" bash -c 'echo "$SLURM_JOB_ID $NAA_SPEC" >"$0"; read -r _ <"$1"' \
     "$T/specs" "$T/release" >"$T/job$j.log" 2>&1 &
   pids+=($!)
+  holder_srun+=($!)
 done
 # Read-write: the test holds a writer too, so one job's line and close is no EOF.
 exec {specs}<>"$T/specs"
+# And a reader and writer of release: each "go" is one line for one job, however
+# the jobs' opens and the writes interleave (two opens of the fifo for writing
+# could meet both jobs at once, one line and an EOF, and the second block).
+exec {release}<>"$T/release"
 read -r -u "$specs" job_a spec_a
 read -r -u "$specs" job_b spec_b
 echo "job $job_a: NAA_SPEC=$spec_a"
@@ -212,12 +218,14 @@ common="$(comm -12 <(printf '%s\n' "${a[@]}") <(printf '%s\n' "${b[@]}"))"
 [[ -z "$common" ]] || fail "jobs $job_a and $job_b share NAA(s): $common"
 [[ "$(printf '%s\n' "${a[@]}" "${b[@]}" | sort -u | wc -l)" -eq 4 ]] || fail "not all four NAAs used"
 # Release both: the third job then runs with one of the freed NAAs.
-echo go >"$T/release"
-echo go >"$T/release"
+echo go >&"$release"
+echo go >&"$release"
 read -r -u "$specs" job_c spec_c
 echo "job $job_c: NAA_SPEC=$spec_c"
 [[ "$spec_c" =~ ^127\.0\.0\.1:[0-9]+:5:3$ ]] || fail "third job's NAA_SPEC '$spec_c'"
 exec {specs}<&-
+wait "${holder_srun[@]}"
+exec {release}<&-
 wait "$job3_srun"
 
 # ---- 2. the MPI job, one NAA killed mid-job ---------------------------------------------------

@@ -1,3 +1,6 @@
+// Semantics tests of the emulated transport: its wire (hello, frames),
+// fault injection, and what //tests/transport:connection_test does not
+// cover on both transports.
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
 #include <arpa/inet.h>
@@ -13,13 +16,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <future>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/hang_guard.h"
 #include "tests/testing/notify_loop.h"
 
 namespace naarpc {
@@ -44,33 +46,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kTimeout = 60s;
 
 // ---- helpers ----------------------------------------------------------------
-
-// Hang guard for a wait that must end by itself: if the scope has not ended
-// within kTimeout, runs `unblock` (Disconnect, Shutdown: calls any thread may
-// make), so that the wait ends with an error status and the test fails
-// instead of hanging.
-class HangGuard {
- public:
-  explicit HangGuard(std::function<void()> unblock)
-      : thread_([this, unblock = std::move(unblock)] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_for(lock, kTimeout, [this] { return done_; })) unblock();
-        }) {}
-  ~HangGuard() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;  // last: starts once the members it uses exist
-};
 
 // Hang guard for a call nothing can interrupt: runs `f` on a thread of its
 // own and returns its result, or nullopt if it has not returned within
@@ -258,6 +233,7 @@ EmulatedOptions FastRnr() {
   return o;
 }
 
+using naarpc::testing::HangGuard;
 using naarpc::testing::NotifyLoop;
 
 // ---- connection set-up --------------------------------------------------------
@@ -393,33 +369,6 @@ TEST(EmulatedTransport, ConnectRefusedIsUnavailable) {
   EXPECT_EQ(status->code(), StatusCode::kUnavailable) << status->ToString();
 }
 
-TEST(EmulatedTransport, ConnectRetriesUntilServerListens) {
-  EmulatedOptions o;
-  // Retries are bounded by the Connect deadline only (a hang guard): however
-  // late the server starts on a loaded machine, it is in time.
-  o.connect_retries = std::numeric_limits<int>::max();
-  o.connect_retry_delay = 10ms;
-  auto t = NewEmulatedTransport(o);
-  uint16_t port;
-  {
-    auto l = t->Listen("127.0.0.1", 0);
-    ASSERT_TRUE(l.ok());
-    port = (*l)->port();
-  }
-  std::optional<Result<std::unique_ptr<Connection>>> c;
-  std::thread th([&] { c.emplace(t->Connect("127.0.0.1", port, Deadline::After(kTimeout))); });
-  // The server starts late on purpose, so that Connect is refused and
-  // retries. Not synchronisation: if the first attempt comes after Listen,
-  // it simply succeeds at once; the test holds either way.
-  std::this_thread::sleep_for(50ms);
-  auto l = t->Listen("127.0.0.1", port);
-  ASSERT_TRUE(l.ok()) << l.status().ToString();
-  auto s = (*l)->Accept(Deadline::After(kTimeout));
-  th.join();
-  EXPECT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_TRUE(c->ok()) << c->status().ToString();
-}
-
 TEST(EmulatedTransport, ListenerShutdownUnblocksAccept) {
   auto t = NewEmulatedTransport();
   auto l = t->Listen("0.0.0.0", 0);
@@ -442,15 +391,6 @@ TEST(EmulatedTransport, ListenerShutdownUnblocksAccept) {
   EXPECT_EQ(accepted.code(), StatusCode::kUnavailable) << accepted.ToString();
   // Later calls fail at once too (not by their deadline).
   EXPECT_EQ((*l)->Accept(Deadline::After(kTimeout)).status().code(), StatusCode::kUnavailable);
-}
-
-TEST(EmulatedTransport, AcceptDeadline) {
-  auto t = NewEmulatedTransport();
-  auto l = t->Listen("127.0.0.1", 0);
-  ASSERT_TRUE(l.ok());
-  auto start = Clock::now();
-  EXPECT_EQ((*l)->Accept(Deadline::After(30ms)).status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_GE(Clock::now() - start, 30ms);
 }
 
 // A raw socket speaking a foreign hello.
@@ -892,7 +832,10 @@ TEST(EmulatedTransport, UnsignaledErrorsStillComplete) {
 
 // ---- RNR ------------------------------------------------------------------------
 
-TEST(EmulatedTransport, RnrRetryExceededWithoutReceive) {
+// The RNR outcome both transports share is //tests/transport:connection_test's;
+// here the emulated requester's timing (every retry waits its rnr_delay) and
+// the connection it then breaks.
+TEST(EmulatedTransport, RnrRetriesWaitTheirDelayThenBreakTheConnection) {
   auto t = NewEmulatedTransport(FastRnr());  // 3 retries x 20 ms
   Pair p = MakePair(*t);
   ASSERT_TRUE(p.client && p.server);
@@ -1066,27 +1009,6 @@ TEST(EmulatedTransport, DisconnectFlushesAndIsIdempotent) {
   EXPECT_TRUE(p.client->Disconnect().ok());
 }
 
-TEST(EmulatedTransport, DisconnectFromAnotherThreadUnblocksPoll) {
-  auto t = NewEmulatedTransport();
-  Pair p = MakePair(*t);
-  ASSERT_TRUE(p.client && p.server);
-  Buf rx = Reg(*p.server, 64);
-  ASSERT_TRUE(p.server->PostRecv(5, rx.local(0, 64)).ok());
-  // Nothing arrives: only Disconnect ends this poll with kDisconnected (its
-  // deadline is a hang guard; PollUntilDown fails if that ends it).
-  std::vector<Completion> got;
-  std::thread th([&] { got = PollUntilDown(*p.server); });
-  // Not synchronisation: lets the thread block in PollCompletions, so that
-  // Disconnect has to wake it. If Disconnect comes first, the poll finds the
-  // connection down at once: the test holds either way.
-  std::this_thread::sleep_for(20ms);
-  EXPECT_TRUE(p.server->Disconnect().ok());
-  th.join();
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
-  PollUntilDown(*p.client);
-}
-
 TEST(EmulatedTransport, PeerDisconnectMidTransferFlushesPromptly) {
   auto t = NewEmulatedTransport();
   Pair p = MakePair(*t);
@@ -1127,74 +1049,6 @@ TEST(EmulatedTransport, PeerDisconnectMidTransferFlushesPromptly) {
 }
 
 // ---- event loops (notify_fd) ------------------------------------------------------
-
-// A WRITE_WITH_IMM from the peer (driven by its own thread) reaches a loop
-// asleep on notify_fd. Once the loop has taken it and WaitNotify(now) found
-// nothing, the fd is quiet: the peer is done (its completion needed our
-// acknowledgement, which followed everything it sent), nothing is queued,
-// no timer runs, so a readable fd would be a busy loop.
-TEST(EmulatedTransport, NotifyFdDrivesAnEventLoopAndIsQuietOnceDrained) {
-  auto t = NewEmulatedTransport();
-  Pair p = MakePair(*t);
-  ASSERT_TRUE(p.client && p.server);
-  Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x3c);
-  Buf target = Reg(*p.server, 64);
-  ASSERT_TRUE(p.server->PostRecv(7, target.local(0, 0)).ok());
-  NotifyLoop loop(*p.server);
-  EXPECT_EQ(p.server->notify_fd(), p.server->notify_fd());  // one fd
-  loop.Settle();
-  EXPECT_FALSE(loop.Readable());
-  std::vector<Completion> cc;
-  std::thread peer([&] {
-    if (Post(*p.client, {WriteImm(1, src.local(0, 32), target.addr(), target.mr->rkey(), 0xabc)}).ok()) {
-      cc = PollN(*p.client, 1);
-    }
-  });
-  const bool ran = loop.Run([&] { return !loop.got.empty(); });
-  peer.join();
-  ASSERT_TRUE(ran);
-  ASSERT_FALSE(loop.down) << loop.down->ToString();
-  EXPECT_GE(loop.wakeups, 1);
-  ASSERT_EQ(loop.got.size(), 1u);
-  EXPECT_EQ(loop.got[0].wr_id, 7u);
-  EXPECT_EQ(loop.got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
-  EXPECT_EQ(loop.got[0].imm_data, 0xabcu);
-  EXPECT_EQ(loop.got[0].byte_len, 32u);
-  EXPECT_EQ(target.data[31], 0x3c);
-  ASSERT_EQ(cc.size(), 1u);
-  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
-  loop.Settle();
-  EXPECT_FALSE(loop.Readable());
-  EXPECT_TRUE(loop.got.size() == 1 && !loop.down);
-}
-
-// The peer disconnecting or going away wakes the loop: the posted receive
-// completes flushed, then kDisconnected.
-TEST(EmulatedTransport, NotifyFdReportsAPeerDisconnectOrDestroyed) {
-  auto t = NewEmulatedTransport();
-  for (bool destroy : {false, true}) {
-    SCOPED_TRACE(destroy ? "peer destroyed" : "peer Disconnect");
-    Pair p = MakePair(*t);
-    ASSERT_TRUE(p.client && p.server);
-    Buf rx = Reg(*p.server, 64);
-    ASSERT_TRUE(p.server->PostRecv(30, rx.local(0, 64)).ok());
-    NotifyLoop loop(*p.server);
-    loop.Settle();
-    EXPECT_FALSE(loop.Readable());
-    if (destroy) {
-      p.client.reset();
-    } else {
-      ASSERT_TRUE(p.client->Disconnect().ok());
-    }
-    ASSERT_TRUE(loop.Run([] { return false; }));
-    EXPECT_GE(loop.wakeups, 1);
-    ASSERT_TRUE(loop.down);
-    EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
-    ASSERT_EQ(loop.got.size(), 1u);
-    EXPECT_EQ(loop.got[0].wr_id, 30u);
-    EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
-  }
-}
 
 // An event raised inside a call that did not consume it (here a
 // TryPollCompletions that also took the completion) stays pending until
@@ -1293,30 +1147,6 @@ TEST(EmulatedTransport, NotifyFdTimerDrivesAnRnrResend) {
   EXPECT_EQ(responder.got[0].wr_id, 10u);
   EXPECT_EQ(responder.got[0].imm_data, 5u);
   EXPECT_EQ(target.data[7], 0x71);
-}
-
-// Disconnect from another thread wakes a loop asleep in epoll_wait.
-TEST(EmulatedTransport, NotifyFdWakesOnDisconnectFromAnotherThread) {
-  auto t = NewEmulatedTransport();
-  Pair p = MakePair(*t);
-  ASSERT_TRUE(p.client && p.server);
-  Buf rx = Reg(*p.server, 64);
-  ASSERT_TRUE(p.server->PostRecv(40, rx.local(0, 64)).ok());
-  NotifyLoop loop(*p.server);
-  loop.Settle();
-  bool ran = false;
-  std::thread th([&] { ran = loop.Run([] { return false; }); });
-  // Disconnect should find the loop asleep; if it comes first, the loop
-  // finds the connection down: the test holds either way.
-  loop.AwaitFirstSleep();
-  EXPECT_TRUE(p.server->Disconnect().ok());
-  th.join();
-  ASSERT_TRUE(ran);
-  ASSERT_TRUE(loop.down);
-  EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
-  ASSERT_EQ(loop.got.size(), 1u);
-  EXPECT_EQ(loop.got[0].wr_id, 40u);
-  EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
 }
 
 TEST(EmulatedTransport, RegionDeregisteredWhileDataArrives) {

@@ -30,7 +30,7 @@
 #include "runtime/sockaddr_text.h"
 #include "runtime/unique_fd.h"
 #include "runtime/spin_budget.h"
-#include "runtime/wake_predictor.h"
+#include "runtime/transport_impl/verbs/wake_predictor.h"
 
 namespace naarpc {
 namespace {

@@ -28,7 +28,7 @@ struct VerbsOptions {
   // clock reads are slow in some VMs. 200 us: on Soft-RoCE 50 us let more
   // 64 B calls fall asleep (p99 ~180-240 us against ~130-170 us at 200 us).
   std::chrono::microseconds poll_spin{200};
-  // Hybrid polling for waits longer than the spin (runtime/wake_predictor.h):
+  // Hybrid polling for waits longer than the spin (runtime/transport_impl/verbs/wake_predictor.h):
   // the first sleep after a post is timed; once two such waits are known, the
   // next one sleeps until a margin (1/8 of the wait, 0.1-1 ms) before the
   // shortest of the last four, then spins through the expected completion

@@ -1,7 +1,8 @@
-// Semantics tests of the verbs transport. They need an RDMA device and skip
+// Semantics tests of the verbs transport (what both transports share is
+// //tests/transport:connection_test). They need an RDMA device and skip
 // without one; //tools/rxe-vm:verbs_in_guest_test runs them over Soft-RoCE.
 #include "runtime/transport_impl/verbs/verbs_transport.h"
-#include "tests/testing/notify_loop.h"
+#include "tests/testing/hang_guard.h"
 
 #include <gtest/gtest.h>
 #include <netdb.h>
@@ -14,14 +15,11 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <future>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -54,33 +52,6 @@ constexpr char kSkipMessage[] =
 // Tests assert behaviour, never how long something took (speed belongs in
 // bench/).
 constexpr auto kHangGuard = 60s;
-
-// Hang guard for a wait that must end by itself: if the scope has not ended
-// within kHangGuard, runs `unblock` (Disconnect, Shutdown: calls any thread
-// may make), so that the wait ends with an error status and the test fails
-// instead of hanging.
-class HangGuard {
- public:
-  explicit HangGuard(std::function<void()> unblock)
-      : thread_([this, unblock = std::move(unblock)] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_for(lock, kHangGuard, [this] { return done_; })) unblock();
-        }) {}
-  ~HangGuard() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;  // last: starts once the members it uses exist
-};
 
 // Polls until `n` completions have been collected; fails at the deadline (by
 // default a hang guard).
@@ -121,7 +92,7 @@ SendRequest Req(uint64_t wr_id, WorkOpcode op, LocalBuffer local = {}, uint64_t 
   return r;
 }
 
-using naarpc::testing::NotifyLoop;
+using naarpc::testing::HangGuard;
 
 TEST(VerbsNoDevice, NewVerbsTransportMatchesDevicePresence) {
   auto t = NewVerbsTransport();
@@ -417,19 +388,6 @@ TEST_F(VerbsTest, RegisterRemoteWriteWithoutLocalWriteIsRejected) {
   EXPECT_EQ(mr.status().code(), StatusCode::kInvalidArgument) << mr.status().ToString();
 }
 
-TEST_F(VerbsTest, RnrRetryExceededWithoutReceive) {
-  std::vector<uint8_t> cmem(64);
-  auto cmr = Register(*client_, cmem, kAccessLocalWrite);
-  ASSERT_TRUE(cmr);
-  SendRequest req = Req(8, WorkOpcode::kSend, Buf(*cmr, 0, 8));
-  ASSERT_OK(client_->PostSend({&req, 1}));
-  auto cc = PollN(*client_, 1, Deadline::After(30s));
-  ASSERT_EQ(cc.size(), 1u);
-  EXPECT_EQ(cc[0].wr_id, 8u);
-  EXPECT_EQ(cc[0].status, CompletionStatus::kRnrRetryExceeded)
-      << CompletionStatusName(cc[0].status);
-}
-
 TEST_F(VerbsTest, ReceiveTooSmallIsLocalLengthError) {
   std::vector<uint8_t> smem(64), cmem(256);
   auto smr = Register(*server_, smem, kAccessLocalWrite);
@@ -472,36 +430,6 @@ TEST_F(VerbsTest, PeerDisconnectFlushesThenReportsDisconnected) {
   EXPECT_EQ(server_->PostRecv(31, Buf(*smr, 0, 64)).code(), StatusCode::kDisconnected);
   r = client_->PollCompletions({&c, 1}, Deadline::After(kHangGuard));
   EXPECT_EQ(r.status().code(), StatusCode::kDisconnected) << r.status().ToString();
-}
-
-TEST_F(VerbsTest, DisconnectFromAnotherThreadUnblocksPoll) {
-  std::vector<uint8_t> smem(64);
-  auto smr = Register(*server_, smem, kAccessLocalWrite);
-  ASSERT_TRUE(smr);
-  ASSERT_OK(server_->PostRecv(40, Buf(*smr, 0, 64)));
-  // Nothing arrives: only Disconnect ends this poll with kDisconnected. Its
-  // deadline is a hang guard (reaching it reports kDeadlineExceeded).
-  auto polled = std::async(std::launch::async, [&] {
-    std::vector<Completion> got;
-    Completion c;
-    const Deadline deadline = Deadline::After(kHangGuard);
-    for (;;) {
-      auto r = server_->PollCompletions({&c, 1}, deadline);
-      if (!r.ok()) return std::make_pair(got, r.status().code());
-      if (*r == 0) return std::make_pair(got, StatusCode::kDeadlineExceeded);
-      got.push_back(c);
-    }
-  });
-  // Not synchronisation: lets the thread block in PollCompletions, so that
-  // Disconnect has to wake it. If Disconnect comes first, the poll finds the
-  // connection closed at once: the test holds either way.
-  std::this_thread::sleep_for(50ms);
-  ASSERT_OK(server_->Disconnect());
-  auto [got, code] = polled.get();
-  EXPECT_EQ(code, StatusCode::kDisconnected);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].wr_id, 40u);
-  EXPECT_EQ(got[0].status, CompletionStatus::kFlushed);
 }
 
 // A multi-WR transfer in flight when the peer goes away: every work request
@@ -565,99 +493,6 @@ TEST_F(VerbsTest, MemoryRegionMayOutliveConnection) {
   client_.reset();
   EXPECT_EQ(mr->length(), 64u);
   mr.reset();  // deregisters, then frees the PD (no leak, no EBUSY)
-}
-
-// ---- event loops (notify_fd) ----
-
-// A WRITE_WITH_IMM from the peer (its own thread) reaches a loop asleep on
-// notify_fd. Once the loop has taken it and WaitNotify(now) found nothing,
-// the fd is quiet (the peer is done: no completion, CM event or wake-up
-// can come), so a readable fd would be a busy loop.
-TEST_F(VerbsTest, NotifyFdDrivesAnEventLoopAndIsQuietOnceDrained) {
-  std::vector<uint8_t> smem(64, 0), cmem(64, 0x3c);
-  auto smr = Register(*server_, smem, kAccessLocalWrite | kAccessRemoteWrite);
-  auto cmr = Register(*client_, cmem, kAccessLocalWrite);
-  ASSERT_TRUE(smr && cmr);
-  ASSERT_OK(server_->PostRecv(7, Buf(*smr, 0, 0)));
-  NotifyLoop loop(*server_);
-  EXPECT_EQ(server_->notify_fd(), server_->notify_fd());  // one fd
-  loop.Settle();
-  EXPECT_FALSE(loop.Readable());
-  std::vector<Completion> cc;
-  std::thread peer([&] {
-    SendRequest req = Req(1, WorkOpcode::kRdmaWriteWithImm, Buf(*cmr, 0, 32), smr->remote_addr(),
-                          smr->rkey(), 0xabc);
-    if (client_->PostSend({&req, 1}).ok()) cc = PollN(*client_, 1);
-  });
-  const bool ran = loop.Run([&] { return !loop.got.empty(); });
-  peer.join();
-  ASSERT_TRUE(ran);
-  ASSERT_FALSE(loop.down) << loop.down->ToString();
-  EXPECT_GE(loop.wakeups, 1);
-  ASSERT_EQ(loop.got.size(), 1u);
-  EXPECT_EQ(loop.got[0].wr_id, 7u);
-  EXPECT_EQ(loop.got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
-  EXPECT_EQ(loop.got[0].imm_data, 0xabcu);
-  EXPECT_EQ(loop.got[0].byte_len, 32u);
-  EXPECT_EQ(smem[31], 0x3c);
-  ASSERT_EQ(cc.size(), 1u);
-  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
-  loop.Settle();
-  EXPECT_FALSE(loop.Readable());
-  EXPECT_TRUE(loop.got.size() == 1 && !loop.down);
-}
-
-// The peer disconnecting or going away wakes the loop: the posted receive
-// completes flushed, then kDisconnected.
-TEST_F(VerbsTest, NotifyFdReportsAPeerDisconnectOrDestroyed) {
-  for (bool destroy : {false, true}) {
-    SCOPED_TRACE(destroy ? "peer destroyed" : "peer Disconnect");
-    std::unique_ptr<Connection> client, server;
-    ConnectPair(&client, &server);
-    ASSERT_TRUE(client && server);
-    std::vector<uint8_t> smem(64);
-    auto smr = Register(*server, smem, kAccessLocalWrite);
-    ASSERT_TRUE(smr);
-    ASSERT_OK(server->PostRecv(30, Buf(*smr, 0, 64)));
-    NotifyLoop loop(*server);
-    loop.Settle();
-    EXPECT_FALSE(loop.Readable());
-    if (destroy) {
-      client.reset();
-    } else {
-      ASSERT_OK(client->Disconnect());
-    }
-    ASSERT_TRUE(loop.Run([] { return false; }));
-    EXPECT_GE(loop.wakeups, 1);
-    ASSERT_TRUE(loop.down);
-    EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
-    ASSERT_EQ(loop.got.size(), 1u);
-    EXPECT_EQ(loop.got[0].wr_id, 30u);
-    EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
-  }
-}
-
-// Disconnect from another thread wakes a loop asleep in epoll_wait.
-TEST_F(VerbsTest, NotifyFdWakesOnDisconnectFromAnotherThread) {
-  std::vector<uint8_t> smem(64);
-  auto smr = Register(*server_, smem, kAccessLocalWrite);
-  ASSERT_TRUE(smr);
-  ASSERT_OK(server_->PostRecv(40, Buf(*smr, 0, 64)));
-  NotifyLoop loop(*server_);
-  loop.Settle();
-  bool ran = false;
-  std::thread th([&] { ran = loop.Run([] { return false; }); });
-  // Disconnect should find the loop asleep; if it comes first, the loop
-  // finds the connection down: the test holds either way.
-  loop.AwaitFirstSleep();
-  ASSERT_OK(server_->Disconnect());
-  th.join();
-  ASSERT_TRUE(ran);
-  ASSERT_TRUE(loop.down);
-  EXPECT_EQ(loop.down->code(), StatusCode::kDisconnected) << loop.down->ToString();
-  ASSERT_EQ(loop.got.size(), 1u);
-  EXPECT_EQ(loop.got[0].wr_id, 40u);
-  EXPECT_EQ(loop.got[0].status, CompletionStatus::kFlushed);
 }
 
 TEST_F(VerbsTest, PollRespectsDeadline) {
@@ -740,17 +575,6 @@ TEST_F(VerbsTest, SecondConnectionIsIndependent) {
   EXPECT_EQ(*r, 0u);
 }
 
-TEST_F(VerbsTest, AcceptDeadline) {
-  // Nobody connects: the deadline ends Accept, never before it. An Accept
-  // that ignored its deadline would be shut down by the hang guard and
-  // report kUnavailable instead.
-  HangGuard guard([this] { listener_->Shutdown(); });
-  auto start = std::chrono::steady_clock::now();
-  auto r = listener_->Accept(Deadline::After(100ms));
-  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms);
-}
-
 TEST_F(VerbsTest, ShutdownUnblocksAccept) {
   // Nobody connects: only Shutdown ends this Accept with kUnavailable. Its
   // deadline is a hang guard (it would end it with kDeadlineExceeded).
@@ -783,32 +607,6 @@ TEST_F(VerbsTest, ConnectWithoutListenerFails) {
   // would read "refused N time(s) until the deadline").
   EXPECT_NE(c.status().message().find("after 3 attempt(s)"), std::string::npos)
       << c.status().ToString();
-}
-
-TEST_F(VerbsTest, ConnectRetriesUntilServerListens) {
-  uint16_t port = listener_->port();
-  listener_.reset();
-  VerbsOptions opt;
-  // Retries are bounded by the Connect deadline only (a hang guard): however
-  // late the server starts on a loaded machine, it is in time.
-  opt.connect_retries = std::numeric_limits<int>::max();
-  opt.connect_retry_delay = 50ms;
-  auto t = NewVerbsTransport(opt);
-  ASSERT_OK(t.status());
-  auto connected = std::async(std::launch::async, [&] {
-    return (*t)->Connect(addr_, port, Deadline::After(kHangGuard));
-  });
-  // The server starts late on purpose, so that Connect is rejected and
-  // retries. Not synchronisation: if the first attempt comes after Listen,
-  // it simply succeeds at once; the test holds either way.
-  std::this_thread::sleep_for(300ms);
-  auto l = transport_->Listen(addr_, port);
-  ASSERT_OK(l.status());
-  auto s = (*l)->Accept(Deadline::After(kHangGuard));
-  ASSERT_OK(s.status());
-  auto c = connected.get();
-  ASSERT_OK(c.status());
-  EXPECT_FALSE((*c)->peer_name().empty());
 }
 
 TEST_F(VerbsTest, ConnectToUnresolvableHostFails) {

@@ -181,23 +181,23 @@ naarpc::Status KitchenClient::MixedCall::StartAsync(naarpc::Deadline deadline) {
         "16 elements (f64), got " + std::to_string(var_in_size_) +
         "; nothing was sent");
   }
-  naarpc::codegen::WriteLengthHeader(lease_.session()->buffer(2), var_in_size_);
+  naarpc::WriteLengthHeader(lease_.session()->buffer(2), var_in_size_);
   if (var_io_size_ > 5) {
     return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most "
         "5 elements (u64), got " + std::to_string(var_io_size_) +
         "; nothing was sent");
   }
-  naarpc::codegen::WriteLengthHeader(lease_.session()->buffer(8), var_io_size_);
+  naarpc::WriteLengthHeader(lease_.session()->buffer(8), var_io_size_);
   const uint64_t naarpc_send_lengths[11] = {
       16,
       4,
-      naarpc::codegen::kLengthHeaderSize + var_in_size_ * sizeof(double),
+      naarpc::kLengthHeaderSize + var_in_size_ * sizeof(double),
       32,
       32,
       4,
       48,
       3,
-      naarpc::codegen::kLengthHeaderSize + var_io_size_ * sizeof(uint64_t),
+      naarpc::kLengthHeaderSize + var_io_size_ * sizeof(uint64_t),
       0,
       0,
   };
@@ -214,13 +214,13 @@ naarpc::Status KitchenClient::MixedCall::FinishAsync(naarpc::Status naarpc_statu
         naarpc_status, "Kitchen.Mixed",
         naarpc_status.wire_code() ? KitchenErrorName(*naarpc_status.wire_code()) : "");
   }
-  var_out_size_ = naarpc::codegen::ReadLengthHeader(lease_.session()->buffer(6));
+  var_out_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(6));
   if (var_out_size_ > 10) {
     const uint64_t naarpc_bad = std::exchange(var_out_size_, 0);
     return naarpc::ProtocolError("Kitchen.Mixed: the NAA returned " + std::to_string(naarpc_bad) +
         " elements for 'var_out', more than its maximum 10");
   }
-  var_io_size_ = naarpc::codegen::ReadLengthHeader(lease_.session()->buffer(8));
+  var_io_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(8));
   if (var_io_size_ > 5) {
     const uint64_t naarpc_bad = std::exchange(var_io_size_, 0);
     return naarpc::ProtocolError("Kitchen.Mixed: the NAA returned " + std::to_string(naarpc_bad) +
@@ -434,9 +434,9 @@ naarpc::Status KitchenClient::EchoCall::StartAsync(naarpc::Deadline deadline) {
         "100 elements (u8), got " + std::to_string(x_size_) +
         "; nothing was sent");
   }
-  naarpc::codegen::WriteLengthHeader(lease_.session()->buffer(0), x_size_);
+  naarpc::WriteLengthHeader(lease_.session()->buffer(0), x_size_);
   const uint64_t naarpc_send_lengths[2] = {
-      naarpc::codegen::kLengthHeaderSize + x_size_ * sizeof(uint8_t),
+      naarpc::kLengthHeaderSize + x_size_ * sizeof(uint8_t),
       108,
   };
   naarpc::CallOptions naarpc_options;
@@ -452,7 +452,7 @@ naarpc::Status KitchenClient::EchoCall::FinishAsync(naarpc::Status naarpc_status
         naarpc_status, "Kitchen.Echo",
         naarpc_status.wire_code() ? KitchenErrorName(*naarpc_status.wire_code()) : "");
   }
-  y_size_ = naarpc::codegen::ReadLengthHeader(lease_.session()->buffer(1));
+  y_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(1));
   if (y_size_ > 100) {
     const uint64_t naarpc_bad = std::exchange(y_size_, 0);
     return naarpc::ProtocolError("Kitchen.Echo: the NAA returned " + std::to_string(naarpc_bad) +
@@ -720,9 +720,9 @@ uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
     if ((naarpc_p[7].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
     if ((naarpc_p[8].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
   }
-  const uint64_t naarpc_n_var_in = naarpc::codegen::ReadLengthHeader(naarpc_p[2].data);
+  const uint64_t naarpc_n_var_in = naarpc::ReadLengthHeader(naarpc_p[2].data);
   if (naarpc_n_var_in > 16) return naarpc::kNaaStatusBadRegionLayout;
-  const uint64_t naarpc_n_var_io = naarpc::codegen::ReadLengthHeader(naarpc_p[8].data);
+  const uint64_t naarpc_n_var_io = naarpc::ReadLengthHeader(naarpc_p[8].data);
   if (naarpc_n_var_io > 5) return naarpc::kNaaStatusBadRegionLayout;
   const auto naarpc_v_fixed_in = naarpc::codegen::TypedView<uint16_t>(naarpc_p[0].data, 0, 8);
   const auto naarpc_v_scalar_in = naarpc::codegen::TypedView<int32_t>(naarpc_p[1].data, 0, 1);
@@ -777,13 +777,13 @@ uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
   }
   naarpc_p[4].reply_length = 32;
   naarpc_p[5].reply_length = 4;
-  naarpc::codegen::WriteLengthHeader(naarpc_p[6].data, naarpc_var_var_out.size());
+  naarpc::WriteLengthHeader(naarpc_p[6].data, naarpc_var_var_out.size());
   naarpc_p[6].reply_length =
-      naarpc::codegen::kLengthHeaderSize + naarpc_var_var_out.size() * sizeof(uint32_t);
+      naarpc::kLengthHeaderSize + naarpc_var_var_out.size() * sizeof(uint32_t);
   naarpc_p[7].reply_length = 3;
-  naarpc::codegen::WriteLengthHeader(naarpc_p[8].data, naarpc_var_var_io.size());
+  naarpc::WriteLengthHeader(naarpc_p[8].data, naarpc_var_var_io.size());
   naarpc_p[8].reply_length =
-      naarpc::codegen::kLengthHeaderSize + naarpc_var_var_io.size() * sizeof(uint64_t);
+      naarpc::kLengthHeaderSize + naarpc_var_var_io.size() * sizeof(uint64_t);
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -803,7 +803,7 @@ uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
     if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
     if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
   }
-  const uint64_t naarpc_n_x = naarpc::codegen::ReadLengthHeader(naarpc_p[0].data);
+  const uint64_t naarpc_n_x = naarpc::ReadLengthHeader(naarpc_p[0].data);
   if (naarpc_n_x > 100) return naarpc::kNaaStatusBadRegionLayout;
   const auto naarpc_v_x = naarpc::codegen::TypedView<uint8_t>(naarpc_p[0].data, 8, 100);
   const auto naarpc_v_y = naarpc::codegen::TypedView<uint8_t>(naarpc_p[1].data, 8, 100);
@@ -822,9 +822,9 @@ uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
         " elements of 'y', more than its maximum 100";
     return naarpc::kNaaStatusKernelFailed;
   }
-  naarpc::codegen::WriteLengthHeader(naarpc_p[1].data, naarpc_var_y.size());
+  naarpc::WriteLengthHeader(naarpc_p[1].data, naarpc_var_y.size());
   naarpc_p[1].reply_length =
-      naarpc::codegen::kLengthHeaderSize + naarpc_var_y.size() * sizeof(uint8_t);
+      naarpc::kLengthHeaderSize + naarpc_var_y.size() * sizeof(uint8_t);
   return static_cast<uint8_t>(naarpc_status);
 }
 

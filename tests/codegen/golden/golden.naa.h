@@ -17,11 +17,11 @@
 #include <string_view>
 #include <vector>
 
-#include "naarpc/call_engine.h"
 #include "naarpc/channel.h"
-#include "naarpc/channel_stub.h"
-#include "naarpc/codegen_support.h"
 #include "naarpc/deadline.h"
+#include "naarpc/impl/call_engine.h"
+#include "naarpc/impl/channel_stub.h"
+#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/status.h"
 #include "naarpc/transport.h"

@@ -1,0 +1,65 @@
+#include "runtime/engine/wire_ops.h"
+
+#include <cstring>
+
+namespace naarpc::internal {
+
+Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
+                         uint32_t imm, uint64_t final_wr_id, bool signaled,
+                         std::vector<SendRequest>& scratch) {
+  scratch.clear();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const bool last = i + 1 == slices.size();
+    SendRequest wr;
+    wr.wr_id = last ? final_wr_id : 0;
+    wr.opcode = last ? WorkOpcode::kRdmaWriteWithImm : WorkOpcode::kRdmaWrite;
+    wr.local = slices[i].local;
+    wr.remote_addr = slices[i].remote_addr;
+    wr.rkey = slices[i].rkey;
+    wr.imm_data = last ? imm : 0;
+    wr.signaled = last && signaled;
+    // NAAICE peers arm their CQ solicited-only: without the bit the final
+    // write of a call or reply wakes nobody (docs/protocol.md 7.3).
+    wr.solicited = last;
+    scratch.push_back(wr);
+  }
+  return conn.PostSend(scratch);
+}
+
+Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length) {
+  SendRequest send;
+  send.wr_id = wr_id;
+  send.opcode = WorkOpcode::kSend;
+  send.local = {mr.remote_addr(), static_cast<uint32_t>(length), mr.lkey()};
+  send.solicited = true;  // every MRSP SEND (docs/protocol.md 7.3)
+  return conn.PostSend(std::span<const SendRequest>(&send, 1));
+}
+
+Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr) {
+  return conn.PostRecv(wr_id, WholeRegion(mr));
+}
+
+Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn) {
+  std::string msg(what);
+  msg += ": work completion failed: ";
+  msg += CompletionStatusName(c.status);
+  if (c.status == CompletionStatus::kFlushed) {
+    std::string reason = conn.down_reason();
+    return DisconnectedError(msg + " (" + (reason.empty() ? "peer disconnected" : reason) + ")");
+  }
+  return TransportError(std::move(msg));
+}
+
+Result<Buffer> Buffer::Allocate(size_t size) {
+  Buffer b;
+  if (size == 0) return b;
+  void* p = std::calloc(1, size);
+  if (p == nullptr) {
+    return ResourceExhaustedError("cannot allocate " + std::to_string(size) + " bytes");
+  }
+  b.data_.reset(static_cast<std::byte*>(p));
+  b.size_ = size;
+  return b;
+}
+
+}  // namespace naarpc::internal

@@ -1,0 +1,117 @@
+// Pieces of the data path shared by the host (ClientSession) and the NAA
+// (NaaServer): posting a write sequence, waiting for completions, buffers.
+// Internal to the runtime.
+#ifndef NAARPC_RUNTIME_ENGINE_WIRE_OPS_H_
+#define NAARPC_RUNTIME_ENGINE_WIRE_OPS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "naarpc/deadline.h"
+#include "naarpc/status.h"
+#include "naarpc/transport.h"
+
+namespace naarpc::internal {
+
+// wr_id = kind << 56 | sequence: completions are matched by wr_id.
+enum class WrKind : uint8_t {
+  kMrspSend = 1,
+  kMrspRecv = 2,
+  kDataWrite = 3,  // final write (WRITE_WITH_IMM) of a call / reply
+  kDataRecv = 4,   // receive consumed by the peer's WRITE_WITH_IMM
+  kWindow = 5,     // the last LOCAL_INV closing a call's memory windows
+};
+inline uint64_t MakeWrId(WrKind kind, uint64_t seq) {
+  return uint64_t(kind) << 56 | (seq & ((uint64_t{1} << 56) - 1));
+}
+inline WrKind WrIdKind(uint64_t wr_id) { return WrKind(wr_id >> 56); }
+inline uint64_t WrIdSeq(uint64_t wr_id) { return wr_id & ((uint64_t{1} << 56) - 1); }
+
+// Receives each side keeps posted for the peer's WRITE_WITH_IMM once MRSP is
+// done: one for the message in flight plus a spare, so the receive a message
+// consumed is replaced after the side's own write is posted (off the latency
+// path) and the peer's next message still always finds one (no RNR).
+inline constexpr int kDataRecvDepth = 2;
+
+// One RDMA write of a local slice to a remote slice.
+struct WriteSlice {
+  LocalBuffer local;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+};
+
+// Posts n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the last slice)
+// carrying `imm` and the solicited-event bit, in one PostSend; the
+// WRITE_WITH_IMM is signaled if `signaled` (send_queue_budget.h decides).
+// REQUIRES: !slices.empty().
+Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
+                         uint32_t imm, uint64_t final_wr_id, bool signaled,
+                         std::vector<SendRequest>& scratch);
+
+// Posts one signaled, solicited SEND of the first `length` bytes of `mr` (an
+// MRSP message).
+Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
+
+// The whole of `mr` as a local buffer.
+inline LocalBuffer WholeRegion(const MemoryRegion& mr) {
+  return {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()};
+}
+
+// Posts one receive into the whole of `mr` (MRSP messages; for a
+// WRITE_WITH_IMM only its immediate is delivered, the buffer stays unused).
+Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
+
+// A failed completion as a Status naming what failed.
+Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
+
+// Polls `conn` until `on_completion` returns done or an error, or the
+// deadline passes (kDeadlineExceeded with `what`). Every completion polled
+// is handed to `on_completion`, including those after the one that was done.
+template <typename OnCompletion>
+Status PollUntil(Connection& conn, Deadline deadline, std::string_view what,
+                 OnCompletion&& on_completion) {
+  std::array<Completion, 4> batch;
+  for (;;) {
+    Result<size_t> n = conn.PollCompletions(batch, deadline);
+    if (!n.ok()) return n.status().WithContext(what);
+    // The whole batch is handled even once done: no completion is dropped.
+    bool finished = false;
+    for (size_t i = 0; i < *n; ++i) {
+      bool done = false;
+      Status s = on_completion(batch[i], done);
+      if (!s.ok()) return s;
+      finished |= done;
+    }
+    if (finished) return Status::Ok();
+    if (*n == 0 && deadline.expired()) {
+      return DeadlineExceededError(std::string(what) + ": deadline exceeded");
+    }
+  }
+}
+
+// Zero-initialised heap memory, page-aligned (large allocations are lazily
+// zeroed by the kernel).
+class Buffer {
+ public:
+  Buffer() = default;
+  static Result<Buffer> Allocate(size_t size);
+  std::byte* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+  std::span<std::byte> span() const { return {data_.get(), size_}; }
+
+ private:
+  struct Free { void operator()(std::byte* p) const { std::free(p); } };
+  std::unique_ptr<std::byte, Free> data_;
+  size_t size_ = 0;
+};
+
+}  // namespace naarpc::internal
+
+#endif  // NAARPC_RUNTIME_ENGINE_WIRE_OPS_H_
