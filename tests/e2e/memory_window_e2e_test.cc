@@ -19,6 +19,7 @@
 
 #include "naarpc/client_session.h"
 #include "naarpc/naa_server.h"
+#include "runtime/wire/byte_order.h"
 #include "runtime/wire/mrsp.h"
 #include "tests/testing/test_transport.h"
 
