@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "idl/load.h"
+#include "naarpc/channel.h"
 #include "naarpc/comm_state.h"
 #include "naarpc/impl/codegen_stream.h"
 #include "naarpc/naa_server.h"
@@ -234,6 +235,7 @@ struct Session {
   const idl::Routine* routine = nullptr;
   std::mutex mu;  // one call at a time
   std::unique_ptr<DynamicCall> call;
+  size_t naa = 0;       // its NAA: index in the routine's channel
   bool pinned = false;  // arrays from empty() view its buffers
 
   bool broken() const {
@@ -805,9 +807,11 @@ Status RunInterruptible(DynamicCall& call, const std::map<std::string, ValueView
 
 class Client {
  public:
-  Client(const Idl& idl, std::optional<std::string> target, const std::string& transport,
+  // `targets`: each "HOST[:PORT]"; several: a channel over them; none:
+  // NAA_SPEC (every entry of a routine's function code).
+  Client(const Idl& idl, std::vector<std::string> targets, const std::string& transport,
          const std::string& device, const std::string& dialect)
-      : idl_holder_(idl), shared_(std::make_shared<Shared>()), target_(target.value_or("")) {
+      : idl_holder_(idl), shared_(std::make_shared<Shared>()), targets_(std::move(targets)) {
     shared_->idl = idl.file;
     auto d = cli::ParseDialect(dialect, "dialect");
     if (!d.ok()) throw py::value_error(d.status().message());
@@ -816,9 +820,9 @@ class Client {
       throw py::value_error("transport '" + transport + "': emulated, verbs or auto");
     }
     // A bad target is refused now, not at the first call.
-    if (!target_.empty()) {
-      auto t = cli::ParseTarget(target_, "target");
-      if (!t.ok()) throw py::value_error(t.status().message());
+    for (const std::string& t : targets_) {
+      auto parsed = cli::ParseTarget(t, "target");
+      if (!parsed.ok()) throw py::value_error(parsed.status().message());
     }
     auto side = cli::LocalSideFromEnvironment(transport, device);
     if (!side.ok()) throw py::value_error(side.status().message());
@@ -898,41 +902,48 @@ class Client {
     Status status;
     {
       py::gil_scoped_release release;
+      // Not an empty() array's session: the NAA of each attempt is the
+      // channel's pick; an attempt that failed may go to another NAA.
+      std::shared_ptr<Channel> channel;
+      std::optional<Channel::Attempts> attempts;
       if (session == nullptr) {
-        auto taken = Take(*service, *routine, deadline);
-        if (!taken.ok()) {
-          status = taken.status();
+        auto c = ChannelFor(*routine);
+        if (c.ok()) {
+          channel = *c;
+          attempts.emplace(*channel, full, routine->idempotent, std::nullopt, deadline);
         } else {
-          session = *taken;
+          status = c.status();
         }
       }
-      if (session != nullptr) {
-        lock = std::unique_lock<std::mutex>(session->mu);
-        if (session->broken()) {
-          status = UnavailableError(full +
-                                    ": the connection of this c.empty() array's session has "
-                                    "failed; take a new array with empty()");
-        } else {
-          if (has_streams) {
-            if (main_thread) {
-              // Ctrl-C ends the call between the stream's waits (its
-              // session is dropped below, as after any failed stream).
-              std::shared_ptr<PyErrors> errors = streams.errors;
-              const std::string what = full;
-              streams.bindings->SetCheck([errors, what]() -> Status {
-                py::gil_scoped_acquire gil;  // (the call's own cancel flag is never set here)
-                if (PyErr_CheckSignals() == 0) return Status::Ok();
-                errors->Set(py::error_already_set());
-                return CancelledError(what + ": interrupted");
-              });
-            }
-            status = session->call->Invoke(inputs, *streams.bindings, deadline);
-          } else if (main_thread) {
-            status = RunInterruptible(*session->call, inputs, deadline, &interrupt);
-          } else {
-            status = session->call->Invoke(inputs, nullptr, deadline);
-          }
+      for (bool again = attempts.has_value(); again;) {
+        again = false;
+        auto naa = attempts->Next();
+        if (!naa.ok()) {
+          status = naa.status();
+          break;
         }
+        auto taken = Take(*service, *routine, *channel, *naa, attempts->attempt_deadline());
+        if (!taken.ok()) {
+          again = attempts->End(taken.status(), &status);
+          continue;
+        }
+        session = *taken;
+        status = RunOn(*session, lock, inputs, streams, has_streams, main_thread,
+                       attempts->attempt_deadline(), full, &interrupt);
+        Status final;
+        const bool retry = attempts->End(status, &final);
+        again = retry && !has_streams;  // a stream's data is spent: not sent again
+        if (again) {
+          lock.unlock();
+          Give(session);
+          session = nullptr;
+        } else if (!status.ok() && !retry) {
+          status = final;
+        }
+      }
+      if (session != nullptr && !attempts) {
+        status = RunOn(*session, lock, inputs, streams, has_streams, main_thread, deadline, full,
+                       &interrupt);
       }
       streams.bindings.reset();  // the call has ended: its sources and sinks learn it
     }
@@ -1011,6 +1022,37 @@ class Client {
     return result;
   }
 
+  // Runs one call on `session` (locked into `lock`), waiting as Call()
+  // describes (Ctrl-C in the main thread, streams). REQUIRES: no GIL.
+  static Status RunOn(Session& session, std::unique_lock<std::mutex>& lock,
+                      const std::map<std::string, ValueView>& inputs, CallStreams& streams,
+                      bool has_streams, bool main_thread, Deadline deadline,
+                      const std::string& full, std::shared_ptr<py::error_already_set>* interrupt) {
+    lock = std::unique_lock<std::mutex>(session.mu);
+    if (session.broken()) {
+      return UnavailableError(full +
+                              ": the connection of this c.empty() array's session has "
+                              "failed; take a new array with empty()");
+    }
+    if (has_streams) {
+      if (main_thread) {
+        // Ctrl-C ends the call between the stream's waits (its session is
+        // dropped after, as after any failed stream).
+        std::shared_ptr<PyErrors> errors = streams.errors;
+        const std::string what = full;
+        streams.bindings->SetCheck([errors, what]() -> Status {
+          py::gil_scoped_acquire gil;  // (the call's own cancel flag is never set here)
+          if (PyErr_CheckSignals() == 0) return Status::Ok();
+          errors->Set(py::error_already_set());
+          return CancelledError(what + ": interrupted");
+        });
+      }
+      return session.call->Invoke(inputs, *streams.bindings, deadline);
+    }
+    if (main_thread) return RunInterruptible(*session.call, inputs, deadline, interrupt);
+    return session.call->Invoke(inputs, nullptr, deadline);
+  }
+
   // Starts routine `name` on its own thread and returns at once: its output
   // streams are read while it runs (StreamingCall). Inputs as for Call();
   // outputs take no arrays.
@@ -1050,7 +1092,7 @@ class Client {
     Result<std::shared_ptr<Session>> taken = InvalidArgumentError("");
     {
       py::gil_scoped_release release;
-      taken = Take(*service, *routine, deadline);
+      taken = Pick(*service, *routine, deadline, /*fresh=*/false);
     }
     if (!taken.ok()) Throw(taken.status(), service);
     return std::make_unique<StreamingCall>(
@@ -1092,7 +1134,7 @@ class Client {
       Result<std::shared_ptr<Session>> opened = InvalidArgumentError("");
       {
         py::gil_scoped_release release;
-        opened = Open(*service, *routine, deadline);
+        opened = Pick(*service, *routine, deadline, /*fresh=*/true);
       }
       if (!opened.ok()) Throw(opened.status(), service);
       session = *opened;
@@ -1123,6 +1165,46 @@ class Client {
       std::lock_guard<std::mutex> g(s->mu);
       if (s->call) s->call->session().Close().IgnoreError();
     }
+  }
+
+  // Per NAA of the channels of the routines called so far (their sum over
+  // routines that have different channels): Channel::Counters().
+  py::list NaaCountersList() {
+    std::map<std::string, naarpc::NaaCounters> by_naa;
+    std::vector<std::string> order;
+    {
+      std::lock_guard<std::mutex> g(pool_mu_);
+      for (auto& [key, channel] : channel_by_naas_) {
+        for (const naarpc::NaaCounters& c : channel->Counters()) {
+          const std::string name = c.naa.ToString();
+          auto [it, fresh] = by_naa.try_emplace(name, c);
+          if (fresh) {
+            order.push_back(name);
+            continue;
+          }
+          it->second.calls += c.calls;
+          it->second.errors += c.errors;
+          it->second.failures += c.failures;
+          it->second.in_flight += c.in_flight;
+          it->second.ejections += c.ejections;
+          it->second.ejected = it->second.ejected || c.ejected;
+        }
+      }
+    }
+    py::list out;
+    for (const std::string& name : order) {
+      const naarpc::NaaCounters& c = by_naa[name];
+      py::dict d;
+      d["naa"] = name;
+      d["calls"] = c.calls;
+      d["errors"] = c.errors;
+      d["failures"] = c.failures;
+      d["in_flight"] = c.in_flight;
+      d["ejections"] = c.ejections;
+      d["ejected"] = c.ejected;
+      out.append(d);
+    }
+    return out;
   }
 
   // Sessions open now (idle in the pool and pinned by arrays), for tests.
@@ -1160,21 +1242,61 @@ class Client {
     return nullptr;
   }
 
+  // The channel over the routine's NAAs (the targets, or its NAA_SPEC
+  // entries); routines with the same NAAs share one.
+  Result<std::shared_ptr<Channel>> ChannelFor(const idl::Routine& routine) {
+    std::lock_guard<std::mutex> g(pool_mu_);
+    if (auto it = channel_of_.find(&routine); it != channel_of_.end()) return it->second;
+    NAARPC_ASSIGN_OR_RETURN(std::vector<cli::Target> targets,
+                            cli::ResolveTargets(targets_, routine, "target"));
+    std::vector<NaaAddress> naas;
+    std::string key;
+    for (const cli::Target& t : targets) {
+      naas.push_back({t.host, t.port});
+      key += HostPort(t.host, t.port) + ",";
+    }
+    std::shared_ptr<Channel>& c = channel_by_naas_[key];
+    if (c == nullptr) {
+      NAARPC_ASSIGN_OR_RETURN(c, Channel::Create(std::move(naas)));
+    }
+    return channel_of_[&routine] = c;
+  }
+
+  // A session on the NAA the routine's channel picks (an attempt that
+  // ends once it is open: the call on it is not retried). `fresh`: a new
+  // one, not an idle one.
+  Result<std::shared_ptr<Session>> Pick(const idl::Service& service, const idl::Routine& routine,
+                                        Deadline deadline, bool fresh) {
+    NAARPC_ASSIGN_OR_RETURN(std::shared_ptr<Channel> channel, ChannelFor(routine));
+    Channel::Attempts attempts(*channel, service.name + "." + routine.name, routine.idempotent,
+                               std::nullopt, deadline);
+    for (;;) {
+      NAARPC_ASSIGN_OR_RETURN(size_t naa, attempts.Next());
+      auto s = fresh ? Open(service, routine, *channel, naa, deadline)
+                     : Take(service, routine, *channel, naa, deadline);
+      Status final;
+      if (!attempts.End(s.ok() ? Status::Ok() : s.status(), &final)) {
+        if (!final.ok()) return final;
+        return s;
+      }
+    }
+  }
+
   Result<std::shared_ptr<Session>> Open(const idl::Service& service, const idl::Routine& routine,
-                                        Deadline deadline) {
+                                        const Channel& channel, size_t naa, Deadline deadline) {
     {
       std::lock_guard<std::mutex> g(pool_mu_);
       if (closed_) return FailedPreconditionError("the client is closed");
     }
-    auto target = cli::ResolveTarget(target_, routine, "target");
-    if (!target.ok()) return target.status();
-    auto call = DynamicCall::Open(*shared_->transport, target->host, target->port, service,
+    const NaaAddress a = channel.naa(naa);
+    const cli::Target target{a.host, a.port};
+    auto call = DynamicCall::Open(*shared_->transport, target.host, target.port, service,
                                   routine, shared_->options, deadline);
     if (!call.ok()) {
       Status s = call.status();
       if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kNotFound) {
         return Status(s.code(), s.message() + " (is an NAA listening on " +
-                                    HostPort(target->host, target->port) + " over the " +
+                                    HostPort(target.host, target.port) + " over the " +
                                     shared_->transport_label + " transport?)");
       }
       return s;
@@ -1184,36 +1306,39 @@ class Client {
     s->service = &service;
     s->routine = &routine;
     s->call = std::move(*call);
+    s->naa = naa;
     return s;
   }
 
   Result<std::shared_ptr<Session>> Take(const idl::Service& service, const idl::Routine& routine,
-                                        Deadline deadline) {
+                                        const Channel& channel, size_t naa, Deadline deadline) {
     {
       std::lock_guard<std::mutex> g(pool_mu_);
-      auto& list = idle_[&routine];
+      auto& list = idle_[{&routine, naa}];
       while (!list.empty()) {
         auto s = list.back();
         list.pop_back();
         if (!s->broken() && !s->call->session().PeerGone()) return s;
       }
     }
-    return Open(service, routine, deadline);
+    return Open(service, routine, channel, naa, deadline);
   }
 
   void Give(const std::shared_ptr<Session>& s) {
     if (s->pinned) return;
     std::lock_guard<std::mutex> g(pool_mu_);
     if (closed_ || s->broken()) return;  // dropped: the next call opens a new one
-    idle_[s->routine].push_back(s);
+    idle_[{s->routine, s->naa}].push_back(s);
   }
 
   Idl idl_holder_;
   std::shared_ptr<Shared> shared_;
-  std::string target_;
+  const std::vector<std::string> targets_;
   std::mutex pool_mu_;
   bool closed_ = false;
-  std::map<const idl::Routine*, std::vector<std::shared_ptr<Session>>> idle_;
+  std::map<const idl::Routine*, std::shared_ptr<Channel>> channel_of_;
+  std::map<std::string, std::shared_ptr<Channel>> channel_by_naas_;  // "host:port," each
+  std::map<std::pair<const idl::Routine*, size_t>, std::vector<std::shared_ptr<Session>>> idle_;
   std::map<const idl::Routine*,
            std::vector<std::pair<std::shared_ptr<Session>, std::set<size_t>>>>
       pinned_;
@@ -1672,7 +1797,7 @@ PYBIND11_MODULE(_naarpc, m) {
   m.def("metrics_text", [] { return naarpc::RenderPrometheusText(*naarpc::StatsRegistry::Default()); });
 
   py::class_<Client>(m, "Client")
-      .def(py::init<const Idl&, std::optional<std::string>, const std::string&,
+      .def(py::init<const Idl&, std::vector<std::string>, const std::string&,
                     const std::string&, const std::string&>(),
            py::arg("idl"), py::arg("target"), py::arg("transport"), py::arg("device"),
            py::arg("dialect"))
@@ -1682,6 +1807,7 @@ PYBIND11_MODULE(_naarpc, m) {
       .def("empty", &Client::Empty, py::arg("routine"), py::arg("param"), py::arg("deadline"))
       .def("close", &Client::Close)
       .def("sessions", &Client::sessions)
+      .def("naa_counters", &Client::NaaCountersList)
       .def_property_readonly("transport", &Client::transport_name);
 
   py::class_<StreamingCall>(m, "StreamingCall")

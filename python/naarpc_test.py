@@ -182,6 +182,51 @@ def test_target_from_naa_spec(naa_port, monkeypatch):
             c.VectorArith.Dot(a=[2], b=[21])
 
 
+# ---- several NAAs: a channel (docs/channel.md) ---------------------------------------
+
+def test_channel_over_several_targets_with_counters(naa_port):
+    p, port2 = start([NAA_SERVER, "--transport", "emulated", "--port", "0",
+                      "--address", "127.0.0.1"], r"on 127\.0\.0\.1:(\d+)")
+    try:
+        targets = [f"127.0.0.1:{naa_port}", f"127.0.0.1:{port2}"]
+        with naarpc.Client(VECTOR, targets, transport="emulated") as c:
+            for i in range(6):
+                assert c.VectorArith.Dot(a=[i], b=[2]).result.tolist() == [2.0 * i]
+            counters = c.naa_counters()
+            assert [n["naa"] for n in counters] == targets
+            assert [n["calls"] for n in counters] == [3, 3]   # round robin
+            assert all(n["errors"] == 0 and n["in_flight"] == 0 and not n["ejected"]
+                       for n in counters)
+            # One NAA killed: the idempotent Dot moves to the other, none is lost.
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            for i in range(6):
+                assert c.VectorArith.Dot(a=[i], b=[3]).result.tolist() == [3.0 * i]
+            dead = c.naa_counters()[1]
+            assert dead["ejected"] and dead["failures"] >= 1
+            assert c.naa_counters()[0]["errors"] == 0
+        with pytest.raises(ValueError, match="given twice"):
+            with naarpc.Client(VECTOR, [targets[0], targets[0]], transport="emulated") as c:
+                c.VectorArith.Dot(a=[1], b=[1])
+        with pytest.raises(TypeError, match="target must be"):
+            naarpc.Client(VECTOR, [], transport="emulated")
+    finally:
+        stop(p)
+
+
+def test_channel_from_every_naa_spec_entry(naa_port, monkeypatch):
+    p, port2 = start([NAA_SERVER, "--transport", "emulated", "--port", "0",
+                      "--address", "127.0.0.1"], r"on 127\.0\.0\.1:(\d+)")
+    try:
+        monkeypatch.setenv("NAA_SPEC", f"127.0.0.1:{naa_port}:5:3,127.0.0.1:{port2}:5:3")
+        with naarpc.Client(VECTOR, None, transport="emulated") as c:
+            for _ in range(4):
+                assert c.VectorArith.Dot(a=[2], b=[21]).result.tolist() == [42.0]
+            assert [n["calls"] for n in c.naa_counters()] == [2, 2]
+    finally:
+        stop(p)
+
+
 # ---- errors -----------------------------------------------------------------------
 
 def test_naa_error_by_idl_name(checked):
@@ -493,12 +538,13 @@ def doc_block(ident):
 
 
 @pytest.mark.parametrize("ident", ["quickstart", "errors", "serve", "streams",
-                                   "serve-streams", "stats"])
+                                   "serve-streams", "stats", "channel"])
 def test_doc_snippets(ident, naa_port, capsys):
     code = doc_block(ident).replace("127.0.0.1:12345", f"127.0.0.1:{naa_port}")
+    code = code.replace("localhost:12345", f"localhost:{naa_port}")
     exec(compile(code, f"docs/python.md#{ident}", "exec"), {"__name__": "__doc__"})
     out = capsys.readouterr().out
     expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]",
                 "streams": "4000000\nTrue", "serve-streams": "[1 3 5 7 9]",
-                "stats": " True\nTrue"}[ident]
+                "stats": " True\nTrue", "channel": "[20.]\n2 2"}[ident]
     assert expected in out

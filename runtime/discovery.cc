@@ -1,5 +1,10 @@
 #include "naarpc/discovery.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdlib>
 
@@ -134,6 +139,37 @@ Result<NaaDiscovery> DiscoverNaa() {
     d.local_ip = local;
   }
   return d;
+}
+
+Status CheckLocalIp(std::string_view address) {
+  const std::string what = "NAA_LOCAL_IP=" + std::string(address);
+  std::string bare(address);
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, bare.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, bare.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    len = sizeof(sockaddr_in6);
+  } else {
+    return InvalidArgumentError(what + ": not an IPv4 or IPv6 address");
+  }
+  // An address of this host is one a socket can bind to.
+  const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool local = fd >= 0 && bind(fd, reinterpret_cast<const sockaddr*>(&ss), len) == 0;
+  if (fd >= 0) close(fd);
+  if (!local) {
+    return InvalidArgumentError(what +
+                                ": not an address of this host (unset it, or give one of this "
+                                "host's addresses)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace naarpc

@@ -11,6 +11,13 @@ std::string HostPort(std::string_view host, uint16_t port) {
   return out + ":" + std::to_string(port);
 }
 
+Result<std::unique_ptr<Transport>> Transport::WithLocalAddress(
+    const std::string& local_address) const {
+  return FailedPreconditionError("the " + std::string(name()) +
+                                 " transport cannot choose its local address (" + local_address +
+                                 ")");
+}
+
 std::string_view CompletionStatusName(CompletionStatus s) {
   switch (s) {
     case CompletionStatus::kSuccess: return "success";

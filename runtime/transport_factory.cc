@@ -25,4 +25,8 @@ Result<std::unique_ptr<Transport>> NewTransport(std::string_view name,
                               "' (expected emulated, verbs or auto)");
 }
 
+Result<std::string> RdmaDeviceOfAddress(const std::string& address) {
+  return VerbsDeviceOfAddress(address);
+}
+
 }  // namespace naarpc

@@ -285,23 +285,24 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
   m.UseOutside(ctor, {"naarpc", "std", "uint16_t"});
   m.Use(ctor, "engine_", cl, kFixed, "member");
 
-  // class <S>ChannelClient : <S>ClientInterface (calls over a naarpc::Channel)
-  const std::string ch_name = c.channel_client;
-  const int ch = m.AddScope("class " + ch_name, ns);
-  m.Inherit(ch, ci);
-  m.Declare(ch, ch_name, oS, "the name of class " + ch_name);
-  m.Declare(ch, "stubs_", kFixed, "member stubs_ of " + ch_name);
-  m.Declare(ch, "key_", kFixed, "member key_ of " + ch_name);
-  m.UseOutside(ch, {"naarpc", "std", "size_t", "uint64_t"});
-  const int ch_ctor = m.AddScope("the constructor of " + ch_name, ch);
-  for (const char* a : {"transport", "channel", "options"}) {
-    m.Declare(ch_ctor, a, kFixed, std::string("argument ") + a);
+  // class <S>ChannelClient : <S>ClientInterface (channel_client.h.j2; its
+  // members are kChannelClientMembers, checked against the template by
+  // //tests/idl:clash_test)
+  const std::string cc_name = c.channel_client;
+  const int cc = m.AddScope("class " + cc_name, ns);
+  m.Inherit(cc, ci);
+  m.Declare(cc, cc_name, oS, "the name of class " + cc_name);
+  for (std::string_view member : kChannelClientMembers) {
+    m.Declare(cc, std::string(member), kFixed, "member " + std::string(member) + " of " + cc_name);
   }
-  m.UseOutside(ch_ctor, {"naarpc", "std"});
-  m.Use(ch_ctor, "stubs_", ch, kFixed, "member");
-  m.Use(ch_ctor, c.client, ns, oS, "class");
+  m.UseOutside(cc, {"naarpc", "std", "size_t", "uint64_t"});
+  const int cc_ctor = m.AddScope("the constructor of " + cc_name, cc);
+  for (const char* a : {"transport", "channel", "options"}) {
+    m.Declare(cc_ctor, a, kFixed, std::string("argument ") + a);
+  }
+  m.UseOutside(cc_ctor, {"naarpc", "std"});
+  m.Use(cc_ctor, "stubs_", cc, kFixed, "member");
 
-  // class <S>Service : naarpc::codegen::ServiceHandler
   const std::string sv_name = c.service;
   const int sv = m.AddScope("class " + sv_name, ns);
   m.Declare(sv, sv_name, oS, "the name of class " + sv_name);
@@ -393,21 +394,26 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
         m.Use(f, rc.method, cl, o, "method");
       }
     }
-    // <S>ChannelClient's forms of the routine, each forwarding to stubs_ with key_.
+    // <S>ChannelClient's stubs: the same signatures; the bodies call the
+    // stubs with lambdas over the arguments.
     for (const Signature& sig : signatures) {
-      const std::string title = ch_name + sig.title.substr(cl_name.size());
-      const int f = m.AddScope(title, ch);
+      const std::string title = cc_name + sig.title.substr(cl_name.size());
+      const int f = m.AddScope(title, cc);
       for (size_t k = 0; k < r.params.size(); ++k) {
         if (param_ok(k)) m.Declare(f, r.params[k].name, oP[ri][k], "argument of " + title);
       }
       m.Declare(f, "deadline", kFixed, "argument deadline");
       if (sig.done) m.Declare(f, "done", kFixed, "argument done");
+      for (const char* local : {"naarpc_c", "naarpc_d", "naarpc_done", "naarpc_promise",
+                                "naarpc_future", "naarpc_s"}) {
+        m.Declare(f, local, kFixed, std::string("local ") + local);
+      }
       m.UseOutside(f, {"naarpc", "std"});
       UseElementTypes(m, f, r);
-      m.Use(f, rc.default_deadline_constant, ch, o, "constant");  // default argument
-      m.Use(f, "stubs_", ch, kFixed, "member");
-      m.Use(f, "key_", ch, kFixed, "member");
-      m.Use(f, c.client, ns, oS, "class");
+      m.Use(f, rc.default_deadline_constant, cc, o, "constant");  // default argument
+      m.Use(f, "stubs_", cc, kFixed, "member");
+      m.Use(f, "key_", cc, kFixed, "member");
+      m.Use(f, rc.async_method, cc, o, "method");
     }
     const int nc = m.AddScope(cl_name + "::" + rc.new_call, cl);
     m.Declare(nc, "deadline", kFixed, "argument deadline");

@@ -12,6 +12,7 @@
 #define NAARPC_IDL_INTERNAL_CLASH_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "idl/ir.h"
@@ -19,6 +20,11 @@
 #include "idl/internal/validate.h"
 
 namespace naarpc::idl::internal {
+
+// The members <S>ChannelClient declares besides the routines' methods
+// (codegen/templates/channel_client.h.j2).
+inline constexpr std::string_view kChannelClientMembers[] = {"with_key", "channel", "naa_client",
+                                                            "stubs_", "key_"};
 
 void CheckNameClashes(const IdlFile& idl, const FileNames& names, Sink& sink);
 

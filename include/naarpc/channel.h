@@ -53,6 +53,13 @@ struct ChannelOptions {
   // so an NAA that stops answering leaves time to retry on another one.
   // The call's deadline always bounds all attempts together.
   std::chrono::milliseconds attempt_timeout{0};
+  // The job's local side (NAA_LOCAL_IP, as the NAAICE reference library
+  // uses it): the connections to the NAAs originate from this IP address of
+  // this host (on verbs, of an RDMA device). Empty: the route's.
+  // FromEnvironment sets it from NAA_LOCAL_IP when it is empty. The
+  // channel's clients connect through Transport::WithLocalAddress of the
+  // transport they are given.
+  std::string local_address;
   // The clock of ejections (tests set a fake one); nullptr: steady_clock.
   std::function<Deadline::Clock::time_point()> clock;
 };
@@ -73,7 +80,8 @@ class Channel {
  public:
   using Resolver = std::function<Result<std::vector<NaaAddress>>()>;
 
-  // kInvalidArgument if `naas` is empty or names an NAA twice.
+  // kInvalidArgument if `naas` is empty or names an NAA twice, or if
+  // options.local_address is not an IP address of this host.
   static Result<std::shared_ptr<Channel>> Create(std::vector<NaaAddress> naas,
                                                  ChannelOptions options = {});
   // Every NAA_SPEC entry (docs: include/naarpc/discovery.h) whose function
@@ -82,7 +90,8 @@ class Channel {
   static Result<std::shared_ptr<Channel>> FromNaaSpec(std::string_view spec,
                                                       std::span<const uint8_t> function_codes,
                                                       ChannelOptions options = {});
-  // FromNaaSpec of the environment's NAA_SPEC (kNotFound if unset).
+  // FromNaaSpec of the environment's NAA_SPEC (kNotFound if unset), from
+  // the environment's NAA_LOCAL_IP (if set, and options.local_address is not).
   static Result<std::shared_ptr<Channel>> FromEnvironment(
       std::span<const uint8_t> function_codes, ChannelOptions options = {});
   // The NAAs `resolver` returns now; Refresh() asks it again.
@@ -127,6 +136,11 @@ class Channel {
     // time and an untried NAA are left). False: `*final` is the call's
     // status (OK, or the error naming the NAA when the channel has several).
     bool End(Status status, Status* final);
+    // REQUIRES: an attempt is open. Ends it for a reason of the caller's
+    // that never reached the NAA (its deadline passed while it waited for a
+    // free session of the NAA's client): the NAA's health and error counts
+    // stay as they were, and there is no retry. `*final` as for End.
+    void EndWithoutNaa(Status status, Status* final);
     size_t attempts() const { return tried_.size(); }
 
    private:
@@ -154,7 +168,8 @@ class Channel {
   Deadline::Clock::time_point Now() const;
   // Picks an NAA not in `tried`; nullopt if every NAA was tried.
   std::optional<size_t> Pick(const std::optional<uint64_t>& key, const std::vector<size_t>& tried);
-  void Report(size_t index, const Status& status);
+  // `naa_involved` false: only the attempt ends (EndWithoutNaa).
+  void Report(size_t index, const Status& status, bool naa_involved = true);
 
   const ChannelOptions options_;
   const Resolver resolver_;

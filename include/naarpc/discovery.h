@@ -46,6 +46,11 @@ struct NaaDiscovery {
 };
 Result<NaaDiscovery> DiscoverNaa();
 
+// Checks an NAA_LOCAL_IP value: an IPv4 or IPv6 literal (brackets allowed)
+// that is an address of this host. kInvalidArgument names it
+// ("NAA_LOCAL_IP=<address>: ...").
+Status CheckLocalIp(std::string_view address);
+
 }  // namespace naarpc
 
 #endif  // NAARPC_DISCOVERY_H_

@@ -303,6 +303,12 @@ class Transport {
                                                       const ConnectOptions& options) = 0;
   virtual Result<std::unique_ptr<Listener>> Listen(const std::string& host,
                                                    uint16_t port) = 0;
+  // A transport of this kind, with this one's options, whose connections
+  // originate from `local_address`: an IP address of this host (NAA_LOCAL_IP,
+  // as the NAAICE reference library binds its side to it; on verbs, of an
+  // RDMA device). Errors name the address. Default: kFailedPrecondition.
+  virtual Result<std::unique_ptr<Transport>> WithLocalAddress(
+      const std::string& local_address) const;
 };
 
 // Default port of the NAAICE reference library.

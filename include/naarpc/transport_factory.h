@@ -17,6 +17,10 @@ namespace naarpc {
 Result<std::unique_ptr<Transport>> NewTransport(std::string_view name,
                                                 std::string_view rdma_device = {});
 
+// The RDMA device that owns the local IP address `address` (e.g. the
+// NAA_LOCAL_IP); kNotFound naming the address if none has it.
+Result<std::string> RdmaDeviceOfAddress(const std::string& address);
+
 }  // namespace naarpc
 
 #endif  // NAARPC_TRANSPORT_FACTORY_H_

@@ -267,8 +267,12 @@ class _Service:
 class Client:
     """Connections to an NAA for the routines of an IDL.
 
-    target: "HOST[:PORT]" ("[IPv6]:PORT"); None: found per routine from
-    NAA_SPEC (and NAA_LOCAL_IP) as the NAAICE reference library does.
+    target: "HOST[:PORT]" ("[IPv6]:PORT"), or a list of them: a channel over
+    those NAAs (docs/channel.md); None: each routine's NAAs (every entry of
+    its function code) from NAA_SPEC (and NAA_LOCAL_IP) as the NAAICE
+    reference library names them. Over several NAAs each call goes to the
+    NAA the channel picks (round robin); a failed NAA is ejected for a while;
+    a call of an idempotent routine that met a failed NAA runs on another.
     transport: "emulated" (TCP), "verbs" (RDMA) or "auto". dialect: "spec" or
     "reference". Connections are opened on first use, one per routine and
     concurrent call, and kept for the next calls. Thread-safe.
@@ -281,7 +285,16 @@ class Client:
         if not isinstance(idl, Idl):
             raise TypeError(f"idl must be a naarpc.Idl or a path, got {type(idl).__name__}")
         self.idl = idl
-        self._client = _naarpc.Client(idl._native, target, transport, device, dialect)
+        if target is None:
+            targets = []
+        elif isinstance(target, str):
+            targets = [target]
+        elif isinstance(target, (list, tuple)) and target and all(isinstance(t, str) for t in target):
+            targets = list(target)
+        else:
+            raise TypeError(f"target must be \"HOST[:PORT]\", a non-empty list of them or None, "
+                            f"got {target!r}")
+        self._client = _naarpc.Client(idl._native, targets, transport, device, dialect)
         self._services = {}
         self._pool = None
         self._pool_lock = threading.Lock()
@@ -316,6 +329,12 @@ class Client:
         the parameter's size (its maximum if variable-length: pass a[:n]).
         Opens a connection for it now; the array keeps it."""
         return self._native_client().empty(routine, param, deadline)
+
+    def naa_counters(self):
+        """Per NAA the routines called so far went to: a dict with naa
+        ("host:port"), calls (attempts sent), errors, failures (of the NAA:
+        connection, deadline), in_flight, ejections and ejected (now)."""
+        return self._client.naa_counters()
 
     def close(self):
         """Closes every connection (arrays from empty() stay readable)."""

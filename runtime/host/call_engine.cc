@@ -562,10 +562,7 @@ void CallEngine::ExpireDue(Deadline::Clock::time_point now) {
       }
       Complete(op, std::move(*result));
     } else {
-      Complete(op, DeadlineExceededError(op.pool->routine() +
-                                         ": no free session before the deadline (all " +
-                                         std::to_string(op.pool->max_sessions()) +
-                                         " in use)"));
+      Complete(op, NoFreeSessionError(op.pool->routine(), op.pool->max_sessions()));
     }
   }
 }

@@ -78,17 +78,28 @@ Status CheckNaas(const std::vector<NaaAddress>& naas, std::string_view what) {
   }
   return Status::Ok();
 }
+
+// The local address without brackets, checked (CheckLocalIp).
+Status CheckOptions(ChannelOptions& options) {
+  std::string& a = options.local_address;
+  if (a.empty()) return Status::Ok();
+  NAARPC_RETURN_IF_ERROR(CheckLocalIp(a));
+  if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  return Status::Ok();
+}
 }  // namespace
 
 Result<std::shared_ptr<Channel>> Channel::Create(std::vector<NaaAddress> naas,
                                                  ChannelOptions options) {
   NAARPC_RETURN_IF_ERROR(CheckNaas(naas, "channel"));
+  NAARPC_RETURN_IF_ERROR(CheckOptions(options));
   return std::shared_ptr<Channel>(new Channel(std::move(naas), std::move(options), nullptr));
 }
 
 Result<std::shared_ptr<Channel>> Channel::FromNaaSpec(std::string_view spec,
                                                       std::span<const uint8_t> function_codes,
                                                       ChannelOptions options) {
+  NAARPC_RETURN_IF_ERROR(CheckOptions(options));
   NAARPC_ASSIGN_OR_RETURN(std::vector<NaaEndpoint> entries, ParseNaaSpec(spec));
   std::vector<NaaAddress> naas;
   for (const NaaEndpoint& e : entries) {
@@ -116,11 +127,14 @@ Result<std::shared_ptr<Channel>> Channel::FromEnvironment(std::span<const uint8_
         "NAA_SPEC is not set (<address>:<port>:<fncode>:<param_count>[,...]; under Slurm the "
         "job step's prolog sets it, docs/slurm.md)");
   }
+  const char* local = std::getenv("NAA_LOCAL_IP");
+  if (options.local_address.empty() && local != nullptr) options.local_address = local;
   return FromNaaSpec(spec, function_codes, std::move(options));
 }
 
 Result<std::shared_ptr<Channel>> Channel::FromResolver(Resolver resolver, ChannelOptions options) {
   if (!resolver) return InvalidArgumentError("channel: the resolver is empty");
+  NAARPC_RETURN_IF_ERROR(CheckOptions(options));
   NAARPC_ASSIGN_OR_RETURN(std::vector<NaaAddress> naas, resolver());
   NAARPC_RETURN_IF_ERROR(CheckNaas(naas, "the resolver's answer"));
   return std::shared_ptr<Channel>(new Channel(std::move(naas), std::move(options),
@@ -253,12 +267,13 @@ std::optional<size_t> Channel::Pick(const std::optional<uint64_t>& key,
   return best;
 }
 
-void Channel::Report(size_t index, const Status& status) {
+void Channel::Report(size_t index, const Status& status, bool naa_involved) {
   const auto now = Now();
   std::lock_guard<std::mutex> lock(mu_);
   Naa& a = *naas_[index];
   --a.in_flight;
   if (a.ejected) a.probing = false;
+  if (!naa_involved) return;
   if (status.ok() || !IsNaaFailure(status)) {
     // The NAA answered (maybe with an error of the call): it is healthy.
     if (!status.ok()) ++a.errors;
@@ -325,6 +340,13 @@ bool Channel::Attempts::End(Status status, Status* final) {
     return false;
   }
   return true;
+}
+
+void Channel::Attempts::EndWithoutNaa(Status status, Status* final) {
+  const size_t i = *open_;
+  open_.reset();
+  channel_.Report(i, status, /*naa_involved=*/false);
+  *final = channel_.size() > 1 ? WithNaa(status, channel_.naa(i).ToString()) : std::move(status);
 }
 
 }  // namespace naarpc

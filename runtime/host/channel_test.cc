@@ -341,6 +341,72 @@ TEST(Channel, ResolverRefreshAddsAndRetiresNaas) {
   EXPECT_EQ((*Channel::Create(Naas(1)))->Refresh().code(), StatusCode::kFailedPrecondition);
 }
 
+// NAA_LOCAL_IP: FromEnvironment takes it (an explicit local_address wins);
+// every constructor checks it is an IP address of this host.
+TEST(Channel, FromEnvironmentTakesNaaLocalIp) {
+  setenv("NAA_SPEC", "127.0.0.1:5000:1:3,127.0.0.1:5001:1:3", 1);
+  unsetenv("NAA_LOCAL_IP");
+  auto c = Channel::FromEnvironment({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)->options().local_address, "");
+  setenv("NAA_LOCAL_IP", "127.0.0.1", 1);
+  c = Channel::FromEnvironment({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)->options().local_address, "127.0.0.1");
+  ChannelOptions o;
+  o.local_address = "127.0.0.2";
+  c = Channel::FromEnvironment({}, o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ((*c)->options().local_address, "127.0.0.2");
+  setenv("NAA_LOCAL_IP", "192.0.2.1", 1);  // TEST-NET-1: no host's address
+  c = Channel::FromEnvironment({});
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("NAA_LOCAL_IP=192.0.2.1: not an address of this host"),
+            std::string::npos)
+      << c.status().ToString();
+  unsetenv("NAA_LOCAL_IP");
+  unsetenv("NAA_SPEC");
+}
+
+TEST(Channel, ALocalAddressMustBeAnIpAddressOfThisHost) {
+  ChannelOptions o;
+  o.local_address = "nohost";
+  auto c = Channel::Create(Naas(2), o);
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("NAA_LOCAL_IP=nohost: not an IPv4 or IPv6 address"),
+            std::string::npos)
+      << c.status().ToString();
+  o.local_address = "192.0.2.1";
+  EXPECT_EQ(Channel::FromNaaSpec("127.0.0.1:5000:1:3", {}, o).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Channel::FromResolver([] { return Result<std::vector<NaaAddress>>(Naas(1)); }, o)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  o.local_address = "127.0.0.1";
+  EXPECT_TRUE(Channel::Create(Naas(2), o).ok());
+}
+
+// A deadline that passed while the call waited for a free session of the
+// NAA's client: the attempt ends, the NAA's health and counts stay.
+TEST(Channel, EndWithoutNaaLeavesTheNaaAlone) {
+  auto c = Make(2, BalancePolicy::kKeyAffinity);
+  Channel::Attempts a(*c, "S.R", true, 7, Deadline::Infinite());
+  auto naa = a.Next();
+  ASSERT_TRUE(naa.ok());
+  Status final;
+  a.EndWithoutNaa(DeadlineExceededError("S.R: no free session"), &final);
+  EXPECT_EQ(final.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(final.message().find("NAA " + c->naa(*naa).ToString()), std::string::npos)
+      << final.ToString();
+  const NaaCounters n = c->Counters()[*naa];
+  EXPECT_EQ(n.calls, 1u);
+  EXPECT_EQ(n.errors, 0u);
+  EXPECT_EQ(n.failures, 0u);
+  EXPECT_EQ(n.in_flight, 0u);
+  EXPECT_FALSE(n.ejected);
+}
+
 TEST(Channel, AbandonedAttemptIsNoLongerInFlight) {
   auto c = Make(1, BalancePolicy::kRoundRobin);
   {

@@ -58,8 +58,7 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
     if (deadline.infinite()) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
-      return DeadlineExceededError(routine_ + ": no free session before the deadline (" +
-                                   std::to_string(max_sessions()) + " calls in flight)");
+      return NoFreeSessionError(routine_, max_sessions());
     }
     if (Lease idle = TakeLocked(&may_open)) return idle;
   }
@@ -343,6 +342,20 @@ std::string_view StandardStatusName(uint8_t status) {
     case kNaaStatusKernelFailed: return "KERNEL_FAILED";
     default: return "";
   }
+}
+
+namespace {
+constexpr std::string_view kNoFreeSession = ": no free session before the deadline (all ";
+}  // namespace
+
+Status NoFreeSessionError(std::string_view routine, size_t sessions) {
+  return DeadlineExceededError(std::string(routine) + std::string(kNoFreeSession) +
+                               std::to_string(sessions) + " in use)");
+}
+
+bool IsNoFreeSession(const Status& status) {
+  return status.code() == StatusCode::kDeadlineExceeded &&
+         status.message().find(kNoFreeSession) != std::string::npos;
 }
 
 Status AnnotateCallStatus(const Status& status, std::string_view routine,

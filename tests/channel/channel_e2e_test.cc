@@ -20,6 +20,7 @@
 
 #include "naarpc/channel.h"
 #include "naarpc/naa_server.h"
+#include "naarpc/stats_registry.h"
 #include "naarpc/transport_factory.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/emulated/fault_injection.h"
@@ -71,7 +72,9 @@ struct Naa {
     faults->AddRule(std::move(rule));
     o.faults = faults;
     transport = naarpc::NewEmulatedTransport(o);
-    auto s = naarpc::NaaServer::Start(*transport, "127.0.0.1", 0, impl);
+    naarpc::ServerOptions so;
+    so.stats = stats;
+    auto s = naarpc::NaaServer::Start(*transport, "127.0.0.1", 0, impl, so);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     server = std::move(*s);
     port = server->port();
@@ -83,6 +86,8 @@ struct Naa {
   WhereImpl impl;
   std::atomic<bool> drop_answers{false};
   std::shared_ptr<naarpc::ScriptedFaultInjector> faults;
+  // The NAA's statistics: the peer of each call is the host's address.
+  std::shared_ptr<naarpc::StatsRegistry> stats = std::make_shared<naarpc::StatsRegistry>();
   std::unique_ptr<naarpc::Transport> transport;
   std::unique_ptr<naarpc::NaaServer> server;
   uint16_t port = 0;
@@ -386,6 +391,75 @@ TEST_F(ChannelE2e, DestroyingTheClientWithCallsInFlightEndsThem) {
     EXPECT_TRUE(s.ok() || s.code() == StatusCode::kCancelled) << s.ToString();
   }
   for (const naarpc::NaaCounters& c : channel->Counters()) EXPECT_EQ(c.in_flight, 0u);
+}
+
+// NAA_LOCAL_IP (ChannelOptions::local_address): the channel's connections
+// originate from it, as the NAAs see.
+TEST_F(ChannelE2e, ConnectionsOriginateFromTheLocalAddress) {
+  Start(2);
+  auto peers = [](Naa& naa) {
+    std::set<std::string> out;
+    for (const auto& r : naa.stats->Take()) out.insert(r.peer);
+    return out;
+  };
+  {
+    auto channel = MakeChannel();
+    ch::WhereChannelClient client(*transport_, channel);
+    EXPECT_EQ(Which(client), 0);
+    EXPECT_EQ(Which(client), 1);
+  }
+  for (auto& n : naas_) EXPECT_EQ(peers(*n), (std::set<std::string>{"127.0.0.1"}));
+  ChannelOptions o;
+  o.local_address = "127.0.0.2";
+  auto channel = MakeChannel(o);
+  ch::WhereChannelClient client(*transport_, channel);
+  EXPECT_EQ(Which(client), 0);
+  EXPECT_EQ(Which(client), 1);
+  for (auto& n : naas_) {
+    EXPECT_EQ(peers(*n), (std::set<std::string>{"127.0.0.1", "127.0.0.2"}));
+  }
+}
+
+// A transport that cannot choose its local address (Transport's default).
+class RouteOnlyTransport final : public naarpc::Transport {
+ public:
+  explicit RouteOnlyTransport(naarpc::Transport& inner) : inner_(inner) {}
+  std::string_view name() const override { return "route-only"; }
+  naarpc::Result<std::unique_ptr<naarpc::Connection>> Connect(const std::string& host,
+                                                              uint16_t port,
+                                                              Deadline deadline) override {
+    return inner_.Connect(host, port, deadline);
+  }
+  naarpc::Result<std::unique_ptr<naarpc::Listener>> Listen(const std::string& host,
+                                                           uint16_t port) override {
+    return inner_.Listen(host, port);
+  }
+
+ private:
+  naarpc::Transport& inner_;
+};
+
+TEST_F(ChannelE2e, ALocalAddressTheTransportCannotUseFailsEveryCallNamingIt) {
+  Start(2);
+  ChannelOptions o;
+  o.local_address = "127.0.0.2";
+  auto channel = MakeChannel(o);
+  RouteOnlyTransport route_only(*transport_);
+  ch::WhereChannelClient client(route_only, channel);
+  uint32_t id = 99, echo = 0;
+  Status s = client.Which(1, &id, &echo);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  EXPECT_NE(s.message().find("local address (NAA_LOCAL_IP) 127.0.0.2"), std::string::npos)
+      << s.ToString();
+  s = client.CountAsync(1, &id).get();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.ToString();
+  // Not the NAAs' failure: nothing counted against them.
+  for (const naarpc::NaaCounters& c : channel->Counters()) {
+    EXPECT_EQ(c.errors, 0u);
+    EXPECT_FALSE(c.ejected);
+    EXPECT_EQ(c.in_flight, 0u);
+  }
+  EXPECT_EQ(naas_[0]->impl.runs.load() + naas_[1]->impl.runs.load(), 0);
 }
 
 }  // namespace

@@ -3,8 +3,13 @@
 // both and the generated name, at the later one's line:column.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include "idl/internal/clash.h"
 #include "tests/idl/test_util.h"
 
 namespace naarpc::idl::testing {
@@ -125,6 +130,68 @@ TEST(Clash, PackedStreamingMocks) {
                              wide("RStream", 2, false)),
                     "routine 'RStream' generates 'RStreamArgs' (argument tuple type of "
                     "MockSClient), which routine 'R' at line 5 also generates"));
+}
+
+// <S>ChannelClient (channel_client.h.j2) declares members of its own: a
+// routine named like one, or a parameter hiding one its stubs use, is
+// rejected.
+TEST(Clash, ChannelClientMembers) {
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("with_key", 1)),
+                    "routine 'with_key' generates 'with_key'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("channel", 1)),
+                    "which the generated code itself declares there (member channel of "
+                    "SChannelClient)"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("naa_client", 1)),
+                    "generates 'naa_client'"));
+  EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("SChannelClient", 1)),
+                    "routine 'SChannelClient' generates 'SChannelClient'"));
+  for (const char* member : {"stubs_", "key_"}) {
+    EXPECT_TRUE(Clash(Services("  - name: S\n    routines:\n" + R("R", 1, member, "o")),
+                      std::string("which hides the generated '") + member + "'"))
+        << member;
+  }
+}
+
+// The members the clash model knows (kChannelClientMembers) are those
+// channel_client.h.j2 declares: a member added to the template without the
+// model fails here.
+TEST(Clash, ChannelClientMembersMatchTheTemplate) {
+  std::ifstream in("codegen/templates/channel_client.h.j2");
+  ASSERT_TRUE(in) << "codegen/templates/channel_client.h.j2 is not in the runfiles";
+  std::stringstream text;
+  text << in.rdbuf();
+  // The class body: member declarations other than the routines' stubs
+  // (whose names come from Jinja expressions) and the constructor.
+  std::string body = text.str();
+  const size_t open = body.find("ChannelClient final");
+  ASSERT_NE(open, std::string::npos);
+  body = body.substr(open);
+  std::set<std::string> declared;
+  const std::regex method(R"(([A-Za-z_][A-Za-z0-9_]*)\()");
+  const std::regex data(R"(\s([a-z][A-Za-z0-9_]*_);)");
+  body = body.substr(0, body.find("\n};"));
+  // Jinja expressions and the names glued to them (the routines' stubs, the
+  // constructor) go; so do inline bodies.
+  const std::regex jinja(R"(\{\{[^}]*\}\}[A-Za-z0-9_]*)");
+  const std::regex inline_body(R"(\{[^}]*\})");
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("{%") != std::string::npos) continue;
+    std::string code = line.substr(0, line.find("//"));
+    code = std::regex_replace(code, jinja, "@");
+    code = std::regex_replace(code, inline_body, ";");
+    for (const std::regex* re : {&method, &data}) {
+      for (auto it = std::sregex_iterator(code.begin(), code.end(), *re);
+           it != std::sregex_iterator(); ++it) {
+        declared.insert((*it)[1]);
+      }
+    }
+  }
+  // Calls in default arguments and types are not members.
+  for (const char* not_member : {"After", "void"}) declared.erase(not_member);
+  const std::set<std::string> known(std::begin(internal::kChannelClientMembers),
+                                    std::end(internal::kChannelClientMembers));
+  EXPECT_EQ(declared, known);
 }
 
 }  // namespace

@@ -27,13 +27,14 @@ extern char** environ;
 
 namespace naarpc::testing {
 
-// The path of `binary` of tests/e2e: from the test's runfiles, or, when
+// The path of `binary` of `package`: from the test's runfiles, or, when
 // the test runs directly (e.g. in the Soft-RoCE guest), next to it.
-inline std::string PeerBinaryPath(const std::string& binary) {
+inline std::string PeerBinaryPath(const std::string& binary,
+                                  const std::string& package = "tests/e2e") {
   if (const char* srcdir = std::getenv("TEST_SRCDIR")) {
     const char* ws = std::getenv("TEST_WORKSPACE");
     std::string p = std::string(srcdir) + "/" + (ws != nullptr ? ws : "naarpc") +
-                    "/tests/e2e/" + binary;
+                    "/" + package + "/" + binary;
     if (access(p.c_str(), X_OK) == 0) return p;
   }
   char self[4096];
@@ -45,10 +46,11 @@ inline std::string PeerBinaryPath(const std::string& binary) {
 
 class PeerProcess {
  public:
-  // Starts `binary` (a file of tests/e2e/, e.g. "peer_process") with
+  // Starts `binary` (a file of `package`, e.g. "peer_process") with
   // `args`; its stdin and stdout are pipes to us.
   static std::unique_ptr<PeerProcess> Start(const std::string& binary,
-                                            const std::vector<std::string>& args) {
+                                            const std::vector<std::string>& args,
+                                            const std::string& package = "tests/e2e") {
     int in[2], out[2];
     if (pipe2(in, O_CLOEXEC) != 0) return nullptr;
     if (pipe2(out, O_CLOEXEC) != 0) {
@@ -60,7 +62,7 @@ class PeerProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    const std::string path = PeerBinaryPath(binary);
+    const std::string path = PeerBinaryPath(binary, package);
     std::vector<std::string> all = {path};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;

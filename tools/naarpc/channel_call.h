@@ -22,13 +22,6 @@
 
 namespace naarpc::cli {
 
-// The --target values (each HOST[:PORT]) or, if there are none, every
-// NAA_SPEC entry for the routine's function code (each checked as
-// ResolveTarget checks one).
-Result<std::vector<Target>> ResolveTargets(const std::vector<std::string>& targets,
-                                           const idl::Routine& routine,
-                                           std::string_view option = "--target");
-
 class ChannelDynamicCall {
  public:
   // REQUIRES: `targets` not empty; transport, service and routine outlive

@@ -114,4 +114,30 @@ std::string TransportLabel(const std::string& requested, std::string_view resolv
   return requested + " (" + std::string(resolved) + ")";
 }
 
+Result<std::vector<Target>> ResolveTargets(const std::vector<std::string>& targets,
+                                           const idl::Routine& routine, std::string_view option) {
+  std::vector<Target> out;
+  for (const std::string& t : targets) {
+    NAARPC_ASSIGN_OR_RETURN(Target one, ParseTarget(t, option));
+    for (const Target& prev : out) {
+      if (prev.host == one.host && prev.port == one.port) {
+        return InvalidArgumentError(std::string(option) + " '" + t + "' is given twice");
+      }
+    }
+    out.push_back(std::move(one));
+  }
+  if (!out.empty()) return out;
+  // The first entry with ResolveTarget's checks and words, then the others.
+  NAARPC_ASSIGN_OR_RETURN(Target first, ResolveTarget("", routine, option));
+  out.push_back(first);
+  NAARPC_ASSIGN_OR_RETURN(NaaDiscovery d, DiscoverNaa());
+  for (const NaaEndpoint& e : d.endpoints) {
+    if (e.function_code != routine.code || (e.address == first.host && e.port == first.port)) {
+      continue;
+    }
+    out.push_back({e.address, e.port});
+  }
+  return out;
+}
+
 }  // namespace naarpc::cli

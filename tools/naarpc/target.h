@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "idl/ir.h"
 #include "naarpc/discovery.h"
@@ -35,6 +36,13 @@ Result<Target> ParseTarget(const std::string& text, std::string_view option = "-
 // code (its param_count checked against the routine).
 Result<Target> ResolveTarget(const std::string& target, const idl::Routine& routine,
                              std::string_view option = "--target");
+
+// The --target values (each HOST[:PORT]) or, if there are none, every
+// NAA_SPEC entry for the routine's function code (each checked as
+// ResolveTarget checks one).
+Result<std::vector<Target>> ResolveTargets(const std::vector<std::string>& targets,
+                                           const idl::Routine& routine,
+                                           std::string_view option = "--target");
 
 // "spec" or "reference".
 Result<Dialect> ParseDialect(const std::string& d, std::string_view option = "--dialect");

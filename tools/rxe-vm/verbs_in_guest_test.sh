@@ -16,7 +16,7 @@ for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/servi
          tests/e2e/stream_integrity_test tests/services/async_engine_test \
          runtime/transport_impl/verbs/memory_window_test tests/e2e/layout_stub_test \
          tests/transport/gather_test tests/transport/memory_window_test \
-         tests/e2e/memory_window_e2e_test; do
+         tests/e2e/memory_window_e2e_test tests/channel/channel_transport_test; do
   e2e_tests+=("$(readlink -f "$r/$t")")
 done
 cli=("$(readlink -f "$r/tests/cli/verbs_guest.sh")" "$(readlink -f "$r/tools/naarpc/naarpc")"

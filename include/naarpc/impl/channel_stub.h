@@ -26,9 +26,21 @@ namespace naarpc::codegen {
 template <typename Client>
 class ChannelStubs {
  public:
-  // REQUIRES: `transport` outlives the stubs.
+  // REQUIRES: `transport` outlives the stubs. With the channel's
+  // local_address, the clients connect through
+  // transport.WithLocalAddress(it); if that fails, so does every call.
   ChannelStubs(Transport& transport, std::shared_ptr<Channel> channel, StubOptions options)
-      : transport_(transport), channel_(std::move(channel)), options_(std::move(options)) {}
+      : transport_(transport), channel_(std::move(channel)), options_(std::move(options)) {
+    if (const std::string& local = channel_->options().local_address; !local.empty()) {
+      auto bound = transport.WithLocalAddress(local);
+      if (bound.ok()) {
+        bound_ = std::move(bound).value();
+      } else {
+        unusable_ = bound.status().WithContext("the channel's local address (NAA_LOCAL_IP) " +
+                                               local);
+      }
+    }
+  }
   // Ends the calls in flight (kCancelled, as ~Client does); retries of
   // failed attempts that would start now end with kCancelled instead.
   ~ChannelStubs() {
@@ -45,7 +57,8 @@ class ChannelStubs {
 
   Channel& channel() const { return *channel_; }
 
-  // The client of NAA `index`; nullptr once the stubs are being destroyed.
+  // The client of NAA `index`; nullptr once the stubs are being destroyed
+  // (or if they cannot connect from the local address).
   Client* At(size_t index) {
     std::lock_guard<std::mutex> lock(mu_);
     return AtLocked(index);
@@ -60,10 +73,13 @@ class ChannelStubs {
       Result<size_t> naa = attempts.Next();
       if (!naa.ok()) return naa.status();
       Client* client = At(*naa);
-      Status s = client != nullptr ? attempt(*client, attempts.attempt_deadline())
-                                   : CancelledError(std::string(routine) + ": client destroyed");
       Status final;
-      if (!attempts.End(std::move(s), &final)) return final;
+      if (client == nullptr) {
+        attempts.EndWithoutNaa(Unusable(routine), &final);
+        return final;
+      }
+      Status s = attempt(*client, attempts.attempt_deadline());
+      if (!EndAttempt(attempts, std::move(s), &final)) return final;
     }
   }
 
@@ -94,8 +110,24 @@ class ChannelStubs {
     Done done;
   };
 
+  // Attempts::End, but a deadline that passed waiting for a free session
+  // of the NAA's client is the caller's, not the NAA's failure.
+  static bool EndAttempt(Channel::Attempts& attempts, Status s, Status* final) {
+    if (IsNoFreeSession(s)) {
+      attempts.EndWithoutNaa(std::move(s), final);
+      return false;
+    }
+    return attempts.End(std::move(s), final);
+  }
+
+  // Why At() gives no client.
+  Status Unusable(std::string_view routine) const {
+    if (!unusable_.ok()) return unusable_.WithContext(routine);
+    return CancelledError(std::string(routine) + ": the client was destroyed");
+  }
+
   Client* AtLocked(size_t index) {
-    if (closing_) return nullptr;
+    if (closing_ || !unusable_.ok()) return nullptr;
     if (clients_.size() <= index) clients_.resize(index + 1);
     if (!clients_[index]) {
       const NaaAddress a = channel_->naa(index);
@@ -103,7 +135,8 @@ class ChannelStubs {
       // With somewhere else to go, a refusing NAA fails its attempt at once
       // instead of spending the call's deadline on connect retries.
       if (channel_->size() > 1) options.session.retry_refused_connect = false;
-      clients_[index] = std::make_unique<Client>(transport_, a.host, a.port, options);
+      clients_[index] =
+          std::make_unique<Client>(bound_ ? *bound_ : transport_, a.host, a.port, options);
     }
     return clients_[index].get();
   }
@@ -121,16 +154,17 @@ class ChannelStubs {
     std::unique_lock<std::mutex> lock(mu_);
     Client* client = AtLocked(*naa);
     if (client == nullptr) {
+      Status why = Unusable(op->name);
       lock.unlock();
       Status final;
-      op->attempts.End(CancelledError(op->name + ": the client was destroyed"), &final);
+      op->attempts.EndWithoutNaa(std::move(why), &final);
       op->done(std::move(final));
       return;
     }
     // Under the lock: the destructor cannot take the client away meanwhile.
     op->attempt(*client, op->attempts.attempt_deadline(), [this, op](Status s) {
       Status final;
-      if (op->attempts.End(std::move(s), &final)) {
+      if (EndAttempt(op->attempts, std::move(s), &final)) {
         StartNext(op);
       } else {
         op->done(std::move(final));
@@ -141,6 +175,8 @@ class ChannelStubs {
   Transport& transport_;
   const std::shared_ptr<Channel> channel_;
   const StubOptions options_;
+  std::unique_ptr<Transport> bound_;  // transport_ from the local address
+  Status unusable_;                   // why there is no bound_ (if it is needed)
   std::mutex mu_;
   bool closing_ = false;                         // guarded by mu_
   std::vector<std::unique_ptr<Client>> clients_;  // guarded by mu_

@@ -253,6 +253,12 @@ class AsyncRunner {
   std::vector<std::thread> exited_;          // guarded by mu_
 };
 
+// A call's deadline passed while it waited for a free session of its
+// client (all `sessions` in use): kDeadlineExceeded, and no NAA was asked,
+// so a channel does not count it against the NAA (IsNoFreeSession).
+Status NoFreeSessionError(std::string_view routine, size_t sessions);
+bool IsNoFreeSession(const Status& status);
+
 // Rewrites a failed call's status for the user: NAA statuses get their IDL
 // name (`error_name`, "" if unknown), everything else the routine as context.
 Status AnnotateCallStatus(const Status& status, std::string_view routine,

@@ -2000,6 +2000,13 @@ class EmuTransport final : public Transport {
 
   std::string_view name() const override { return "emulated"; }
 
+  Result<std::unique_ptr<Transport>> WithLocalAddress(
+      const std::string& local_address) const override {
+    EmulatedOptions o = opts_;
+    o.source_address = local_address;
+    return NewEmulatedTransport(std::move(o));
+  }
+
   using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
                                               Deadline deadline,

@@ -1079,6 +1079,13 @@ class VerbsTransport final : public Transport {
 
   std::string_view name() const override { return "verbs"; }
 
+  Result<std::unique_ptr<Transport>> WithLocalAddress(
+      const std::string& local_address) const override {
+    VerbsOptions o = opt_;
+    o.source_address = local_address;
+    return NewVerbsTransport(std::move(o));
+  }
+
   using Transport::Connect;
   Result<std::unique_ptr<Connection>> Connect(const std::string& host, uint16_t port,
                                               Deadline deadline,
@@ -1244,8 +1251,41 @@ Result<std::unique_ptr<Transport>> NewVerbsTransport(VerbsOptions options) {
     NAARPC_ASSIGN_OR_RETURN(device_address, FindRdmaIpv4Address(options.device));
     NAARPC_ASSIGN_OR_RETURN(source, ResolveHost(device_address, 0, true));
   }
+  if (!options.source_address.empty()) {
+    NAARPC_ASSIGN_OR_RETURN(std::string owner, VerbsDeviceOfAddress(options.source_address));
+    if (!options.device.empty() && owner != options.device) {
+      return InvalidArgumentError("VerbsOptions: source address " + options.source_address +
+                                  " belongs to RDMA device " + owner + ", not " + options.device);
+    }
+    NAARPC_ASSIGN_OR_RETURN(source, ResolveHost(options.source_address, 0, true));
+  }
   return std::unique_ptr<Transport>(
       std::make_unique<VerbsTransport>(options, device_address, source));
+}
+
+Result<std::string> VerbsDeviceOfAddress(const std::string& address) {
+  const std::string what = "local address " + address;
+  std::string bare = address;
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') {
+    bare = bare.substr(1, bare.size() - 2);
+  }
+  auto ss = ResolveHost(bare, 0, true);
+  if (!ss.ok()) return ss.status().WithContext(what);
+  std::string name;
+  if (rdma_event_channel* channel = rdma_create_event_channel()) {
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) == 0) {
+      if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&*ss)) == 0 && id->verbs != nullptr) {
+        name = ibv_get_device_name(id->verbs->device);
+      }
+      rdma_destroy_id(id);
+    }
+    rdma_destroy_event_channel(channel);
+  }
+  if (name.empty()) {
+    return NotFoundError(what + ": no RDMA device has this address (ibv_devices, rdma link show)");
+  }
+  return name;
 }
 
 Result<std::string> FindRdmaIpv4Address(const std::string& device) {

@@ -20,6 +20,9 @@ struct VerbsOptions {
   // first IPv4 address, connections originate from it, and an address served
   // by another device is refused with a message naming both.
   std::string device;
+  // The local address connections originate from (NAA_LOCAL_IP; an address
+  // of an RDMA device); empty = the device's (above) or the route's.
+  std::string source_address;
   // Busy-poll the CQ for up to this long before sleeping on the completion
   // channel (bounded spin for latency; 0 = always event-driven). Only spins
   // while work is outstanding on the connection (a posted receive counts, so
@@ -86,6 +89,11 @@ std::vector<std::string> RdmaDeviceNames();
 // under a Soft-RoCE device. For tests and tools that need an address to
 // listen/connect on.
 Result<std::string> FindRdmaIpv4Address(const std::string& device = {});
+
+// The RDMA device that owns the local IP address `address` (rdma_cm binds
+// it there); kNotFound naming the address if no RDMA device has it.
+// Public as naarpc/transport_factory.h's RdmaDeviceOfAddress.
+Result<std::string> VerbsDeviceOfAddress(const std::string& address);
 
 }  // namespace naarpc
 
