@@ -425,10 +425,11 @@ class RouteOnlyTransport final : public naarpc::Transport {
  public:
   explicit RouteOnlyTransport(naarpc::Transport& inner) : inner_(inner) {}
   std::string_view name() const override { return "route-only"; }
-  naarpc::Result<std::unique_ptr<naarpc::Connection>> Connect(const std::string& host,
-                                                              uint16_t port,
-                                                              Deadline deadline) override {
-    return inner_.Connect(host, port, deadline);
+  using naarpc::Transport::Connect;
+  naarpc::Result<std::unique_ptr<naarpc::Connection>> Connect(
+      const std::string& host, uint16_t port, Deadline deadline,
+      const naarpc::ConnectOptions& options) override {
+    return inner_.Connect(host, port, deadline, options);
   }
   naarpc::Result<std::unique_ptr<naarpc::Listener>> Listen(const std::string& host,
                                                            uint16_t port) override {

@@ -14,12 +14,15 @@ import unittest
 ROOT = os.getcwd()  # the runfiles root (py_test.sh)
 TEMPLATES = sorted(glob.glob(os.path.join(ROOT, "codegen", "templates", "*.j2")))
 CLASH = os.path.join(ROOT, "idl", "internal", "clash.cc")
+CLASH_H = os.path.join(ROOT, "idl", "internal", "clash.h")
 
 # An identifier ending in '_' not glued to a Jinja expression
 # ("{{ p.name }}_size_", "set_{{ p.name }}_size").
 _MEMBER = re.compile(r"(?<![\w}])([a-z][a-z0-9_]*_)(?![\w{])")
 # A fixed declaration in clash.cc: m.Declare(scope, "name_", kFixed, ...).
 _DECLARED = re.compile(r'Declare\([^,]+,\s*"([a-z][a-z0-9_]*_)",\s*kFixed')
+# The channel client's members, declared from a list in clash.h.
+_CHANNEL_LIST = re.compile(r"kChannelClientMembers\[\]\s*=\s*\{(.*?)\}", re.S)
 
 
 def template_members():
@@ -35,7 +38,11 @@ def template_members():
 
 def clash_members():
     with open(CLASH, encoding="utf-8") as f:
-        return set(_DECLARED.findall(f.read()))
+        names = set(_DECLARED.findall(f.read()))
+    with open(CLASH_H, encoding="utf-8") as f:
+        listed = _CHANNEL_LIST.search(f.read())
+    names |= {n for n in re.findall(r'"(\w+)"', listed.group(1)) if n.endswith("_")}
+    return names
 
 
 class TemplateNamesTest(unittest.TestCase):
