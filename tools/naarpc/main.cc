@@ -270,10 +270,9 @@ int OpenCall(const CallRoutine& r, const CommonArgs& common, std::chrono::millis
   opened->transport = std::move(*transport);
   opened->transport_label = TransportLabel(side->transport, opened->transport->name());
 
-  const ClientOptions options = *client_options;
   // The first deadline covers connecting, the MRSP and the first call.
   auto call = ChannelDynamicCall::Open(*opened->transport, *targets, *r.service, *r.routine,
-                                       options, Deadline::After(budget));
+                                       *client_options, Deadline::After(budget));
   if (!call.ok()) {
     const std::string hint = Hint(call.status(), opened->target, opened->transport_label);
     return Fail(ExitFor(call.status()),
