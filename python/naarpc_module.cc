@@ -1290,8 +1290,11 @@ class Client {
     }
     const NaaAddress a = channel.naa(naa);
     const cli::Target target{a.host, a.port};
+    ClientOptions options = shared_->options;
+    options.retry_refused_connect =
+        options.retry_refused_connect && channel.retry_refused_connect();
     auto call = DynamicCall::Open(*shared_->transport, target.host, target.port, service,
-                                  routine, shared_->options, deadline);
+                                  routine, options, deadline);
     if (!call.ok()) {
       Status s = call.status();
       if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kNotFound) {

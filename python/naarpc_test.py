@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -152,6 +153,21 @@ def test_every_element_type_round_trips():
                 np.testing.assert_array_equal(y, x, err_msg=name)
     finally:
         stop(p)
+
+
+def test_channel_leaves_a_refusing_naa_at_once(naa_port):
+    # A port nothing listens on refuses. With a live NAA to go to, the
+    # refusal ends that attempt at once: connect retries (2 s) would spend
+    # the whole 1.5 s deadline and the call would fail without moving.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        refusing = s.getsockname()[1]
+    targets = [f"127.0.0.1:{refusing}", f"127.0.0.1:{naa_port}"]
+    with naarpc.Client(VECTOR, targets, transport="emulated") as c:
+        assert c.VectorArith.Dot(a=[4], b=[5], deadline=1.5).result.tolist() == [20.0]
+        first, second = c.naa_counters()
+        assert first["calls"] == 1 and first["failures"] == 1 and first["ejected"]
+        assert second["calls"] == 1 and second["errors"] == 0
 
 
 def test_stream_in_and_out(naa_port):

@@ -112,6 +112,12 @@ class Channel {
   NaaAddress naa(size_t index) const;
   std::vector<NaaCounters> Counters() const;
   const ChannelOptions& options() const { return options_; }
+  // What a session opened on one of its NAAs sets as
+  // ClientOptions::retry_refused_connect: with somewhere else to go (more
+  // than one NAA), a refusing NAA fails its attempt at once instead of
+  // spending the call's deadline on connect retries; a channel of one
+  // retries, as a client of one NAA does.
+  bool retry_refused_connect() const { return size() <= 1; }
 
   // ----- Used by generated clients (one Attempts per call) -----------------
 

@@ -794,8 +794,11 @@ class ChannelCallTest(unittest.TestCase):
 
     def test_a_stopped_naa_is_ejected_and_idempotent_calls_go_on(self):
         self.servers[0].stop()
+        # The stopped NAA refuses at once and the call moves: connect retries
+        # (2 s) would spend the 1.5 s deadline and fail the first call.
         rc, out, err = run("call", "--idl", VECTOR, *self.targets(), "--transport", "emulated",
-                           "--repeat", "3", "Dot", "--in", "a=[2]", "--in", "b=[2]")
+                           "--deadline", "1500", "--repeat", "3", "Dot", "--in", "a=[2]",
+                           "--in", "b=[2]")
         self.assertEqual(rc, EXIT_OK, err)
         self.assertIn("result = [4]", out)
         self.assertIn("NAA 127.0.0.1:%d: 1 call(s), 1 error(s), ejected\n"

@@ -34,7 +34,10 @@ Status ChannelDynamicCall::Invoke(const std::map<std::string, Value>& inputs,
     Status s;
     if (!call) {
       const NaaAddress a = channel_->naa(i);
-      auto opened = DynamicCall::Open(transport_, a.host, a.port, service_, routine_, options_,
+      ClientOptions options = options_;
+      options.retry_refused_connect =
+          options.retry_refused_connect && channel_->retry_refused_connect();
+      auto opened = DynamicCall::Open(transport_, a.host, a.port, service_, routine_, options,
                                       attempts.attempt_deadline());
       if (opened.ok()) {
         call = std::move(*opened);

@@ -132,9 +132,8 @@ class ChannelStubs {
     if (!clients_[index]) {
       const NaaAddress a = channel_->naa(index);
       StubOptions options = options_;
-      // With somewhere else to go, a refusing NAA fails its attempt at once
-      // instead of spending the call's deadline on connect retries.
-      if (channel_->size() > 1) options.session.retry_refused_connect = false;
+      options.session.retry_refused_connect =
+          options.session.retry_refused_connect && channel_->retry_refused_connect();
       clients_[index] =
           std::make_unique<Client>(bound_ ? *bound_ : transport_, a.host, a.port, options);
     }
