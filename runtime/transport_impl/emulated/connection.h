@@ -1,0 +1,290 @@
+// EmuConnection: one RC queue pair of the emulated transport over a TCP
+// stream (the model: emulated_transport.h). Its pieces, one file each:
+//   connection.cc  the Connection calls: posting, polling, notification,
+//                  disconnect, and the progress loop they share;
+//   queue_pair.cc  the queue pair: send queue (ordering, RNR go-back-N,
+//                  acks, NAKs, local BIND_MW/LOCAL_INV), the responder
+//                  (receives, rkey checks), the error state;
+//   frame_io.cc    bytes: frames queued and written, read and parsed.
+// Memory keys: memory_table.h; completions: completion_queue.h; the wire:
+// frame.h. Internal to the package.
+#ifndef NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_CONNECTION_H_
+#define NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_CONNECTION_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "naarpc/transport.h"
+#include "runtime/transport_impl/emulated/completion_queue.h"
+#include "runtime/transport_impl/emulated/emulated_options.h"
+#include "runtime/transport_impl/emulated/frame.h"
+#include "runtime/transport_impl/emulated/memory_table.h"
+#include "runtime/transport_impl/emulated/ring_queue.h"
+#include "runtime/unique_fd.h"
+
+namespace naarpc {
+namespace emulated {
+
+using Clock = std::chrono::steady_clock;
+using internal::RingQueue;
+
+// What a send WR puts on the wire. Fault injection may change it, move it
+// to the next WR (kSwapWithNext) or send a copy (kDuplicate).
+struct WireMessage {
+  WorkOpcode opcode = WorkOpcode::kSend;  // kRdmaWrite for a lost WRITE_WITH_IMM
+  bool solicited = false;
+  bool delayed = false;
+  uint32_t len = 0;
+  const uint8_t* payload = nullptr;
+  // A gather list's bytes, gathered when posted (SendRequest::sg_list).
+  std::shared_ptr<const std::vector<uint8_t>> gathered;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;
+  uint32_t corrupt_off = UINT32_MAX;
+  uint32_t stall_after = UINT32_MAX;  // kStallMidMessage: payload bytes sent
+  Clock::time_point not_before{};
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  uint64_t seq = 0;         // of its request frame
+  uint64_t post_index = 0;  // 1-based among posted WRs; a duplicate has its original's
+  WorkOpcode opcode = WorkOpcode::kSend;  // as posted (its completion's)
+  uint32_t len = 0;                       // as posted (its completion's byte_len)
+  bool signaled = true;
+  bool duplicate = false;  // injected copy: no completion, no send-queue slot
+  bool held = false;       // kSwapWithNext: waits for the next posted WR
+  WireMessage msg;
+  CompletionStatus fail = CompletionStatus::kSuccess;  // local failure
+  uint32_t vendor_err = 0;
+  int rnr_retries = 0;
+};
+
+// A local work request (kBindWindow, kLocalInvalidate): no frame; it
+// executes once every frame posted before it (seq <= after_seq) has been
+// queued for the wire, and frames posted after it wait for it.
+struct LocalWr {
+  uint64_t wr_id = 0;
+  uint64_t after_seq = 0;
+  uint64_t post_index = 0;
+  WorkOpcode opcode = WorkOpcode::kBindWindow;
+  bool signaled = true;
+  bool executed = false;
+  CompletionStatus fail = CompletionStatus::kSuccess;
+  uint32_t vendor_err = 0;
+  std::string fail_reason;
+  MrTable::WindowOp window;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  uint8_t* addr = nullptr;
+  uint32_t len = 0;
+  uint32_t mr_index = 0;  // 0: zero-length buffer
+  uint32_t error = 0;     // EmulatedVendorError found at post time
+};
+
+// The send queue: posted, not yet completed work requests in posting order,
+// and where the wire stands.
+struct SendQueue {
+  RingQueue<SendWr> wrs;
+  RingQueue<LocalWr> local;  // posted local WRs not yet completed, in order
+  uint64_t next_seq = 1;     // seq of the next request frame
+  uint64_t next_tx_seq = 1;  // next WR to put into the output queue
+  uint64_t posted = 0;       // send WRs posted (injected duplicates excluded)
+  // kSwapWithNext: seq of the WR held until the next one is posted.
+  std::optional<uint64_t> held_for_swap;
+  // After an RNR NAK: no request leaves before this time.
+  std::optional<Clock::time_point> rnr_pause_until;
+
+  SendWr& At(uint64_t seq) { return wrs[seq - wrs.front().seq]; }
+  const SendWr& At(uint64_t seq) const { return wrs[seq - wrs.front().seq]; }
+};
+
+// A frame queued for the socket (header, then payload straight from
+// registered memory).
+struct OutFrame {
+  uint8_t hdr[kHdrSize];
+  const uint8_t* payload = nullptr;
+  std::shared_ptr<const std::vector<uint8_t>> gathered;  // keeps `payload` alive
+  uint32_t len = 0;
+  uint32_t corrupt_off = UINT32_MAX;
+  uint8_t corrupt_byte = 0;
+  bool is_ctrl = false;
+  uint64_t seq = 0;  // request frames only
+  uint64_t sent = 0;
+  uint64_t stall_at = UINT64_MAX;  // kStallMidMessage: nothing is sent past it
+  uint64_t total() const { return kHdrSize + len; }
+};
+
+// Output: frames in order, and the cumulative ack owed to the peer.
+struct Output {
+  RingQueue<OutFrame> frames;
+  // Requests processed (cumulative ack) and the value last queued in a CTRL.
+  uint64_t acked = 0, sent_acked = 0;
+  bool stalled = false;  // fault injection: a sender stopped mid-message
+  bool reading_after_send_error = false;  // Push's ReadInput after EPIPE/ECONNRESET
+};
+
+constexpr size_t kReadBufSize = 256 * 1024;
+
+// Input: the staging buffer [rpos, wpos) and the request being received.
+struct Input {
+  std::unique_ptr<uint8_t[]> buf{new uint8_t[kReadBufSize]};
+  size_t rpos = 0, wpos = 0;
+  int64_t rcvtimeo_ms = 0;  // current SO_RCVTIMEO (0 = none)
+  uint64_t expected_seq = 1;
+  bool rnr = false;  // NAKed expected_seq for RNR: drop until it is resent
+  bool payload_pending = false;  // the request's payload is being received
+  Header hdr;
+  uint8_t* dest = nullptr;
+  uint32_t mr_index = 0;
+  uint32_t window_index = 0;  // the window the request lands through, 0: none
+  uint32_t done = 0;
+};
+
+// EmulatedOptions::stall_timeout: when the message being received ends,
+// unless its bytes progress; the message (seq) and bytes it last saw.
+struct StallWatch {
+  std::optional<Clock::time_point> deadline;
+  uint64_t seq = 0;
+  uint32_t done = 0;
+};
+
+// notify_fd(): an epoll set of the socket and a timerfd, created on first
+// use, with what the timer and the socket's EPOLLOUT are set to.
+struct NotifyFd {
+  UniqueFd ep, timer;
+  std::optional<Clock::time_point> timer_at;
+  bool out = false;
+};
+
+class EmuConnection final : public Connection {
+ public:
+  EmuConnection(UniqueFd fd, bool listener_side, std::string peer, EmulatedOptions opts);
+  ~EmuConnection() override { Disconnect().IgnoreError(); }
+
+  Result<std::unique_ptr<MemoryRegion>> RegisterMemory(void* addr, size_t length,
+                                                       uint32_t access) override {
+    return RegisterRegion(mrs_, addr, length, access);
+  }
+  Status PostSend(std::span<const SendRequest> requests) override;
+  Status PostRecv(uint64_t wr_id, const LocalBuffer& buffer) override;
+  Result<size_t> PollCompletions(std::span<Completion> out, Deadline deadline) override;
+  Status RequestNotify(NotifyMode mode) override;
+  Result<bool> WaitNotify(Deadline deadline) override;
+  Result<size_t> TryPollCompletions(std::span<Completion> out) override;
+  int notify_fd() override;
+  Status Disconnect() override;
+  std::string peer_name() const override { return peer_; }
+  std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
+  uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
+  uint32_t max_send_sge() const override { return std::max<uint32_t>(opts_.max_send_sge, 1); }
+  Result<std::unique_ptr<MemoryWindow>> AllocateWindow() override {
+    return emulated::AllocateWindow(mrs_);
+  }
+  bool supports_memory_windows() const override { return true; }
+
+ private:
+  Status DownError() const {
+    return DisconnectedError("emulated transport: connection to " + peer_ +
+                             " is down: " + broken_reason_);
+  }
+  void CheckDisconnectRequest() {
+    if (!broken_ && disconnect_requested_.load(std::memory_order_acquire)) {
+      Break("disconnected locally");
+    }
+  }
+
+  // connection.cc
+  Status CheckLocalRequest(const SendRequest& r) const;
+  // Makes progress (pushes queued bytes, reads and applies frames, runs
+  // timers) until `ready()` holds, the connection breaks, or the deadline
+  // passes; sleeps in the kernel meanwhile. REQUIRES: op_mu_ held.
+  template <typename Ready>
+  void ProgressUntil(Deadline deadline, Ready&& ready);
+  void UpdateNotifyFd();
+
+  // queue_pair.cc
+  void Complete(uint64_t wr_id, WorkOpcode op, CompletionStatus st, uint32_t len,
+                uint32_t vendor, uint64_t post_index) {
+    Completion c;
+    c.wr_id = wr_id;
+    c.opcode = op;
+    c.status = st;
+    c.byte_len = len;
+    c.vendor_err = vendor;
+    cq_.Add(c, post_index, /*solicited=*/false);
+  }
+  // The sender's completion of `w`; none for an injected duplicate.
+  void CompleteSend(const SendWr& w, CompletionStatus st, uint32_t vendor) {
+    if (w.duplicate) return;
+    Complete(w.wr_id, w.opcode, st, w.len, vendor, w.post_index);
+  }
+  void Break(std::string reason);
+  void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
+  void Pump();
+  std::optional<Clock::time_point> NextTimer() const;
+  // (Re)arms the stall deadline of a message in progress; `looked`: a read
+  // (or a poll for input) has just been made, so a deadline already passed
+  // means its bytes really stopped: the connection breaks. Only then: a
+  // receiver that was busy elsewhere reads what came first.
+  void WatchStall(bool looked);
+  void ProcessRequest(const Header& h);
+  void FinishRequest();
+  void HandleAck(uint64_t count);
+  void HandleNak(const Header& h);
+  void HandleRnrNak(const Header& h);
+  bool InDestValid();
+  // Executes the local WRs posted before frame `before_seq` (after_seq <
+  // before_seq); false while one must wait (an invalidate whose window an
+  // incoming write is landing through) or has failed.
+  bool RunLocal(uint64_t before_seq);
+  void ExecuteLocal(LocalWr& l);
+  // Completes executed local WRs whose preceding frames have completed (in
+  // send-queue order); a failed one then breaks the connection.
+  void RetireLocal();
+
+  // frame_io.cc
+  void EnqueueFrame(const SendWr& w);
+  void QueueUrgent(OutFrame f);
+  void UpdateCtrl();
+  bool Push();
+  void ReadInput(bool block = false);
+  bool BlockingRead(Deadline deadline);
+  void ParseBuffered();
+  void ProcessHeader(const Header& h);
+
+  const UniqueFd fd_;
+  const bool listener_side_;
+  const std::string peer_;
+  const EmulatedOptions opts_;
+  const std::shared_ptr<MrTable> mrs_;
+
+  std::mutex op_mu_;  // held by every operation; Disconnect only try-locks
+  std::atomic<bool> disconnect_requested_{false};
+  bool broken_ = false;
+  std::string broken_reason_;
+
+  CompletionQueue cq_;
+  SendQueue sq_;
+  RingQueue<RecvWr> rq_;
+  Output out_;
+  Input in_;
+  StallWatch stall_;
+  NotifyFd notify_;
+};
+
+}  // namespace emulated
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_CONNECTION_H_

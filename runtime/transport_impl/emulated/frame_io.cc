@@ -1,0 +1,292 @@
+// Frames of an emulated connection (connection.h, the wire: frame.h):
+// queued and written with scatter-gather straight from registered memory,
+// read into a staging buffer or straight into the target memory, parsed.
+#include "runtime/transport_impl/emulated/connection.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace naarpc {
+namespace emulated {
+
+namespace {
+
+constexpr int kMaxIov = 64;
+constexpr size_t kMaxBytesPerSend = size_t{256} << 20;
+constexpr int kMaxReadsPerCall = 64;
+
+}  // namespace
+
+void EmuConnection::EnqueueFrame(const SendWr& w) {
+  const WireMessage& m = w.msg;
+  OutFrame f;
+  Header h;
+  switch (m.opcode) {
+    case WorkOpcode::kSend: h.type = kFrameSend; break;
+    case WorkOpcode::kRdmaWrite: h.type = kFrameWrite; break;
+    default: h.type = kFrameWriteImm; break;
+  }
+  h.length = m.len;
+  h.seq = w.seq;
+  h.addr = m.remote_addr;
+  h.key = m.rkey;
+  h.imm = m.imm;
+  h.flags = m.solicited ? kFrameFlagSolicited : 0;
+  EncodeHeader(h, f.hdr);
+  f.payload = m.payload;
+  f.gathered = m.gathered;
+  f.len = m.len;
+  f.seq = w.seq;
+  if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
+  if (m.corrupt_off < m.len) {
+    f.corrupt_off = m.corrupt_off;
+    f.corrupt_byte = static_cast<uint8_t>(m.payload[m.corrupt_off] ^ 0xff);
+  }
+  out_.frames.push_back(f);
+}
+
+// Puts a small frame ahead of every frame not yet started.
+void EmuConnection::QueueUrgent(OutFrame f) {
+  size_t pos = 0;
+  while (pos < out_.frames.size() && (out_.frames[pos].sent > 0 || out_.frames[pos].seq == 0)) ++pos;
+  out_.frames.insert(out_.frames.begin() + static_cast<std::ptrdiff_t>(pos), f);
+}
+
+// Queues a CTRL frame if the ack changed (an unsent one is updated in place;
+// acks are cumulative, so one frame covers many requests).
+void EmuConnection::UpdateCtrl() {
+  if (out_.acked == out_.sent_acked) return;
+  Header h;
+  h.type = kFrameCtrl;
+  h.seq = out_.acked;
+  out_.sent_acked = out_.acked;
+  for (OutFrame& f : out_.frames) {
+    if (f.sent > 0) continue;
+    if (f.seq != 0) break;  // control frames precede unstarted request frames
+    if (f.is_ctrl) {
+      EncodeHeader(h, f.hdr);
+      return;
+    }
+  }
+  OutFrame f;
+  f.is_ctrl = true;
+  EncodeHeader(h, f.hdr);
+  QueueUrgent(f);
+}
+
+// Writes as much of the output queue as the socket takes. Returns true if
+// bytes remain (wait for POLLOUT).
+bool EmuConnection::Push() {
+  if (broken_ || out_.stalled) return false;
+  UpdateCtrl();
+  while (!out_.frames.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t total = 0;
+    for (const OutFrame& f : out_.frames) {
+      if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
+      // Segments of the frame: header, payload (one byte replaced if corrupt).
+      const uint8_t* seg_ptr[4] = {f.hdr, f.payload, &f.corrupt_byte, nullptr};
+      uint64_t seg_len[4] = {kHdrSize, f.len, 0, 0};
+      if (f.corrupt_off != UINT32_MAX) {
+        seg_len[1] = f.corrupt_off;
+        seg_len[2] = 1;
+        seg_ptr[3] = f.payload + f.corrupt_off + 1;
+        seg_len[3] = f.len - f.corrupt_off - 1;
+      }
+      // A stalled message ends what goes out: its first bytes, then nothing.
+      const uint64_t limit = std::min(f.stall_at, f.total());
+      for (uint64_t upto = 0; uint64_t& l : seg_len) {
+        l = std::min(l, limit - upto);
+        upto += l;
+      }
+      uint64_t skip = f.sent;
+      for (int s = 0; s < 4; ++s) {
+        if (skip >= seg_len[s]) {
+          skip -= seg_len[s];
+          continue;
+        }
+        size_t len = static_cast<size_t>(
+            std::min<uint64_t>(seg_len[s] - skip, kMaxBytesPerSend - total));
+        iov[n].iov_base = const_cast<uint8_t*>(seg_ptr[s] + skip);
+        iov[n].iov_len = len;
+        ++n;
+        total += len;
+        skip = 0;
+        if (total >= kMaxBytesPerSend) break;
+      }
+      if (limit < f.total()) break;  // nothing after a stalled message
+    }
+    if (n == 0) {  // all that is left is behind a stalled message
+      out_.stalled = true;
+      return false;
+    }
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(fd_.get(), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      const int send_errno = errno;
+      if ((send_errno == EPIPE || send_errno == ECONNRESET) && !out_.reading_after_send_error) {
+        // The peer closed. A NAK it sent before closing must still reach
+        // us, as an HCA's NAK reaches the requester: read what is queued
+        // (it completes the failed request with its real status) first.
+        out_.reading_after_send_error = true;
+        ReadInput(/*block=*/false);
+        out_.reading_after_send_error = false;
+        if (broken_) return false;
+      }
+      Break("send failed: " + Errno(send_errno));
+      return false;
+    }
+    for (uint64_t left = static_cast<uint64_t>(sent); left > 0;) {
+      OutFrame& f = out_.frames.front();
+      uint64_t take = std::min(left, f.total() - f.sent);
+      f.sent += take;
+      left -= take;
+      if (f.sent == f.total()) out_.frames.pop_front();
+    }
+    if (!out_.frames.empty() && out_.frames.front().sent == std::min(out_.frames.front().stall_at,
+                                                         out_.frames.front().total())) {
+      out_.stalled = true;  // a stopped sender: nothing more, ever
+      return false;
+    }
+    if (static_cast<size_t>(sent) < total) return true;
+  }
+  return false;
+}
+
+// Waits for input in the receive call itself (nothing to send, no timer):
+// one syscall instead of poll + receive. SO_RCVTIMEO is a power-of-two
+// number of ms, kMargin short of the deadline (the kernel rounds it up to
+// jiffies), so it rarely changes; returns false (use the precise ppoll) when
+// the deadline is close.
+bool EmuConnection::BlockingRead(Deadline deadline) {
+  constexpr int64_t kMarginMs = 20;
+  int64_t want = 0;
+  if (!deadline.infinite()) {
+    // The coarse clock (cheap to read; at most a tick, ~1-10 ms, behind):
+    // the margin below keeps the socket's wait within the deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.when() -
+                                                                      Deadline::CoarseNow());
+    const int64_t usable = left.count() - kMarginMs;
+    if (usable < 4) return false;
+    want = 1;
+    while (want * 2 <= usable && want < (int64_t{1} << 40)) want *= 2;
+  }
+  if (want != in_.rcvtimeo_ms) {
+    timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};
+    if (::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) return false;
+    in_.rcvtimeo_ms = want;
+  }
+  ReadInput(/*block=*/true);
+  return true;
+}
+
+// Reads until the socket is drained (or a bound), applying frames. With
+// `block`, the first receive waits (up to SO_RCVTIMEO).
+void EmuConnection::ReadInput(bool block) {
+  for (int i = 0; i < kMaxReadsPerCall && !broken_; ++i) {
+    ParseBuffered();
+    if (broken_) return;
+    const int flags = (block && i == 0) ? 0 : MSG_DONTWAIT;
+    ssize_t n;
+    size_t asked;
+    if (in_.payload_pending && in_.dest != nullptr) {
+      // Staging is empty: receive the payload straight into its target, and
+      // whatever follows into staging, in one call.
+      if (!InDestValid()) return;
+      in_.rpos = in_.wpos = 0;
+      uint32_t remaining = in_.hdr.length - in_.done;
+      iovec iov[2] = {{in_.dest + in_.done, remaining}, {in_.buf.get(), kReadBufSize}};
+      asked = remaining + kReadBufSize;
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = 2;
+      n = ::recvmsg(fd_.get(), &mh, flags);
+      if (n > 0) {
+        uint32_t take = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(n), remaining));
+        in_.done += take;
+        in_.wpos = static_cast<size_t>(n) - take;
+        if (in_.done == in_.hdr.length) FinishRequest();
+      }
+    } else {
+      if (in_.rpos > 0) {
+        std::memmove(in_.buf.get(), in_.buf.get() + in_.rpos, in_.wpos - in_.rpos);
+        in_.wpos -= in_.rpos;
+        in_.rpos = 0;
+      }
+      asked = kReadBufSize - in_.wpos;
+      n = ::recv(fd_.get(), in_.buf.get() + in_.wpos, asked, flags);
+      if (n > 0) in_.wpos += static_cast<size_t>(n);
+    }
+    if (n == 0) {
+      ParseBuffered();
+      Break(disconnect_requested_.load() ? "disconnected locally" : "connection closed by peer");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      Break("receive failed: " + Errno(errno));
+      return;
+    }
+    if (static_cast<size_t>(n) < asked) break;  // drained
+  }
+  ParseBuffered();
+}
+
+void EmuConnection::ParseBuffered() {
+  while (!broken_) {
+    if (in_.payload_pending) {
+      size_t avail = in_.wpos - in_.rpos;
+      if (avail == 0) return;
+      if (!InDestValid()) return;
+      uint32_t take = static_cast<uint32_t>(std::min<size_t>(avail, in_.hdr.length - in_.done));
+      if (in_.dest != nullptr) std::memcpy(in_.dest + in_.done, in_.buf.get() + in_.rpos, take);
+      in_.rpos += take;
+      in_.done += take;
+      if (in_.done == in_.hdr.length) FinishRequest();
+      continue;
+    }
+    if (in_.wpos - in_.rpos < kHdrSize) return;
+    Header h = DecodeHeader(in_.buf.get() + in_.rpos);
+    in_.rpos += kHdrSize;
+    ProcessHeader(h);
+  }
+}
+
+void EmuConnection::ProcessHeader(const Header& h) {
+  switch (h.type) {
+    case kFrameCtrl:
+      HandleAck(h.seq);
+      return;
+    case kFrameNak:
+      HandleNak(h);
+      return;
+    case kFrameRnrNak:
+      HandleRnrNak(h);
+      return;
+    case kFrameSend:
+    case kFrameWrite:
+    case kFrameWriteImm: {
+      const uint8_t allowed = h.type == kFrameWrite ? 0 : kFrameFlagSolicited;
+      if ((h.flags & ~allowed) != 0) {
+        Break("protocol error: request frame with flags " + Hex(h.flags));
+        return;
+      }
+      ProcessRequest(h);
+      return;
+    }
+    default:
+      Break("protocol error: unknown frame type " + std::to_string(h.type));
+  }
+}
+
+}  // namespace emulated
+}  // namespace naarpc
