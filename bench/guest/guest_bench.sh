@@ -186,7 +186,7 @@ if ((diagnose)); then
   lat_run send_lat 1 0 ib_send_lat -s 64 -n 2000
   # How a 1 MiB call waits for the other side's transfer (~15 ms each way):
   # sleeping after the 200 us spin, the predictive wake (VerbsOptions::
-  # predictive_wake, the default), or spinning throughout. Interleaved rounds.
+  # predictive_wake; off by default), or spinning throughout. Interleaved rounds.
   if [[ " $bw_sizes " == *" 1048576 "* ]]; then
     for round in 1 2; do
       for w in off on spin; do
@@ -309,8 +309,8 @@ if ((diagnose)); then
     bw_1m="$(awk -v m="$(cat "$logs/bw_1048576.best" 2>/dev/null)" 'BEGIN { if (m != "") printf "%.3f", m * 1.048576 }')"
     for w in off on spin; do
       case "$w" in
-        off) label="sleep after the 200 us spin (predictive_wake off)" ;;
-        on) label="predictive wake (default)" ;;
+        off) label="sleep after the 200 us spin (predictive_wake off, the default)" ;;
+        on) label="predictive wake (predictive_wake on)" ;;
         spin) label="spin throughout (poll_spin 20000 us)" ;;
       esac
       m1="$(cb_field "$logs/diag_mib_${w}_1" split 1048576 naarpc_median_us)"

@@ -226,13 +226,10 @@ inline Completion VerbsConnection::Convert(const ibv_wc& wc) {
   return c;
 }
 
-// The spin loop is the hottest code of a 64 B call. Aligned so that it
-// never straddles a 4 KiB page (the function is < 2 KiB; the slow path is
-// out of line): under QEMU TCG, where the Soft-RoCE benchmark runs, jumps
-// to another guest page are not chained between translated blocks (each
-// goes through a block lookup), and builds whose spin loop happened to
-// straddle a page measured ~1-1.5 us slower per round trip (naarpc and the
-// raw transport alike; 12 interleaved rounds). At most 2 KiB of padding.
+// The spin loop is the hottest code of a 64 B call. Aligned (2 KiB, the
+// function is smaller; the slow path is out of line) so that it never
+// straddles a 4 KiB page: an emulated CPU chains translated code only
+// within a page (bench/guest/README.md); hardware is indifferent.
 Result<size_t> VerbsConnection::PollCompletions(std::span<Completion> out,
                                                 Deadline deadline) {
   if (out.empty()) return InvalidArgumentError("PollCompletions: empty output span");

@@ -18,23 +18,27 @@ struct VerbsOptions {
   // of an RDMA device); empty = the device's (above) or the route's.
   std::string source_address;
   // Busy-poll the CQ for up to this long before sleeping on the completion
-  // channel (bounded spin for latency; 0 = always event-driven). Only spins
-  // while work is outstanding on the connection (a posted receive counts, so
-  // an idle connection spins this long per wait: 0.1% of a CPU for the NAA's
-  // 200 ms stop checks); reads the clock once per 32 polls (SpinBudget), as
-  // clock reads are slow in some VMs. 200 us: on Soft-RoCE 50 us let more
-  // 64 B calls fall asleep (p99 ~180-240 us against ~130-170 us at 200 us).
+  // channel (0 = always event-driven). A completion event costs the sleeper
+  // an interrupt and a context switch (ibv_get_cq_event); a small call's
+  // round trip on an HCA is a few microseconds, so a spin this long catches
+  // it and the peer's turnaround with room to spare, and gives up on waits
+  // (long transfers, kernels) that the event serves as well. Spins only
+  // while work is outstanding on the connection (a posted receive counts,
+  // so an idle connection spins this long per wait: 0.1% of a CPU for the
+  // NAA's 200 ms stop checks); reads the clock once per 32 polls
+  // (SpinBudget). Figures: bench/guest/README.md.
   std::chrono::microseconds poll_spin{200};
-  // Hybrid polling for waits longer than the spin (runtime/transport_impl/verbs/wake_predictor.h):
-  // the first sleep after a post is timed; once two such waits are known, the
+  // Hybrid polling for waits longer than the spin (wake_predictor.h): the
+  // first sleep after a post is timed; once two such waits are known, the
   // next one sleeps until a margin (1/8 of the wait, 0.1-1 ms) before the
   // shortest of the last four, then spins through the expected completion
-  // for at most 4 margins before sleeping again. A stream of large calls then
-  // mostly pays no wake-up (on Soft-RoCE in a TCG guest a sleeping side costs
-  // 0.5-1 ms per 1 MiB call, and a fat tail) for about one margin of CPU per
-  // wait, at most 4 ms. A peer that goes quiet costs one bounded spin. Waits
-  // under 0.3 ms are left to poll_spin.
-  bool predictive_wake = true;
+  // for at most 4 margins before sleeping again. It trades at least one
+  // margin (>= 0.1 ms) of CPU per planned wait, up to 4 on a miss, for the
+  // completion event's wake-up, so it pays only where a wake-up costs more
+  // than that (a host whose CPUs are virtualised or emulated); an HCA's
+  // completion event on bare metal wakes its waiter in microseconds. Off by
+  // default; waits under 0.3 ms are never planned.
+  bool predictive_wake = false;
   uint32_t max_send_wr = 64;
   uint32_t max_recv_wr = 64;
   uint32_t max_inline_data = 64;
@@ -48,7 +52,10 @@ struct VerbsOptions {
   // SetAcceptHook; data receives ahead of the calls), so an RNR NAK means a
   // peer that broke the protocol or a receive queue run dry; a sender
   // retries rnr_retry_count times (~31 ms with 18 and 6), then fails the
-  // work request with kRnrRetryExceeded.
+  // work request with kRnrRetryExceeded. 18 rather than the CM's 0
+  // (655 ms per retry: seconds before a broken peer is noticed) or 12: a
+  // responder that runs dry is software, and 5.12 ms per retry lets a thread
+  // that its OS descheduled for a few ms repost in time.
   uint8_t min_rnr_timer = 18;
   // How often this side's sends are retried after an RNR NAK: 0-6, or 7 for
   // without end. 6 is the NAAICE reference library's value.

@@ -122,6 +122,7 @@ class VerbsTest : public ::testing::Test {
     }
     VerbsOptions opt;
     opt.connect_retries = 3;
+    opt.predictive_wake = true;  // the PredictiveWake* tests (off by default)
     auto t = NewVerbsTransport(opt);
     ASSERT_OK(t.status());
     transport_ = std::move(*t);

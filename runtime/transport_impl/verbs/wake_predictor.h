@@ -1,7 +1,8 @@
 // WakePredictor: hybrid polling for waits too long to spin through.
 //
-// A completion that finds its waiter asleep pays a wake-up: tens of us on a
-// bare-metal host, 0.25-1 ms in a QEMU TCG guest. A stream of same-sized
+// A completion that finds its waiter asleep pays a wake-up (an interrupt and
+// a context switch): microseconds on a bare-metal host, far more where the
+// CPUs are virtualised or emulated (bench/guest/README.md). A stream of same-sized
 // calls makes a connection's waits repeat, so the predictor learns how long a
 // wait lasts once the short spin gave up and the waiter went to sleep, and
 // plans the next such wait: sleep until a margin before the shortest recent
