@@ -11,15 +11,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <system_error>
+
+#include "runtime/host/call_engine_op.h"
 
 namespace naarpc::codegen {
 
 namespace {
 constexpr uint64_t kWakeTag = 0;  // epoll data of the wake-up eventfd; op ids are never 0
-constexpr size_t kNotInHeap = std::numeric_limits<size_t>::max();
 // Rounds of callbacks submitting more calls that the loop runs before it
 // looks at its descriptors again (without sleeping: epoll_wait(0)).
 constexpr int kLocalRounds = 8;
@@ -34,31 +34,6 @@ constexpr uint32_t kPollsPerYield = 4;
 constexpr Deadline::Clock::duration kYieldTaken = std::chrono::microseconds(20);
 constexpr uint32_t kWaitsWithoutSpin = 64;
 }  // namespace
-
-// One call from Submit to its `done`. Lives in a slot of slots_, reused by
-// later calls once freed.
-struct CallEngine::Op {
-  enum class State : uint8_t { kFree, kWaiting, kConnecting, kRunning, kBlocking };
-  // Slot index (low 32 bits) and the slot's generation (high 32 bits, never
-  // 0): stale ids (an epoll event or a connect result of an earlier call in
-  // the slot) find nothing.
-  uint64_t id = 0;
-  uint32_t generation = 0;
-  State state = State::kFree;
-  uint32_t pool_index = 0;  // into pools_
-  std::shared_ptr<SessionPool> pool;
-  Deadline deadline = Deadline::Infinite();
-  std::unique_ptr<AsyncCall> call;
-  std::function<void(Status)> done;
-  // The session's notification descriptor while running. It stays
-  // registered with the engine's epoll set between calls (EPOLLONESHOT,
-  // re-armed with EPOLL_CTL_MOD carrying the id of the call it wakes).
-  int fd = -1;
-  size_t heap_index = kNotInHeap;
-  bool queued = false;  // in its pool's queue (waiting for a session)
-  Op* prev = nullptr;
-  Op* next = nullptr;
-};
 
 CallEngine::CallEngine(size_t max_connecting) : max_connecting_(std::max<size_t>(1, max_connecting)) {}
 
@@ -545,74 +520,6 @@ void CallEngine::Complete(Op& op, Status status) {
   std::function<void(Status)> done = std::move(op.done);
   FreeOp(op);
   done(std::move(result));
-}
-
-void CallEngine::ExpireDue(Deadline::Clock::time_point now) {
-  while (!heap_.empty() && heap_.front()->deadline.when() <= now) {
-    Op& op = *heap_.front();
-    HeapRemove(op);
-    if (op.state == Op::State::kRunning) {
-      // Past its deadline, ContinueCall ends the call (naming what it
-      // waited for).
-      std::optional<Status> result = op.call->session()->ContinueCall();
-      if (!result) {
-        op.call->session()->AbandonCall();
-        result = DeadlineExceededError(op.pool->routine() +
-                                       ": the call did not end by its deadline");
-      }
-      Complete(op, std::move(*result));
-    } else {
-      Complete(op, NoFreeSessionError(op.pool->routine(), op.pool->max_sessions()));
-    }
-  }
-}
-
-void CallEngine::HeapPush(Op& op) {
-  op.heap_index = heap_.size();
-  heap_.push_back(&op);
-  HeapSiftUp(op.heap_index);
-}
-
-void CallEngine::HeapRemove(Op& op) {
-  const size_t i = op.heap_index;
-  if (i == kNotInHeap) return;
-  op.heap_index = kNotInHeap;
-  Op* last = heap_.back();
-  heap_.pop_back();
-  if (last == &op) return;
-  heap_[i] = last;
-  last->heap_index = i;
-  HeapSiftUp(i);
-  HeapSiftDown(last->heap_index);
-}
-
-void CallEngine::HeapSiftUp(size_t i) {
-  Op* op = heap_[i];
-  while (i > 0) {
-    const size_t parent = (i - 1) / 2;
-    if (heap_[parent]->deadline.when() <= op->deadline.when()) break;
-    heap_[i] = heap_[parent];
-    heap_[i]->heap_index = i;
-    i = parent;
-  }
-  heap_[i] = op;
-  op->heap_index = i;
-}
-
-void CallEngine::HeapSiftDown(size_t i) {
-  Op* op = heap_[i];
-  const size_t n = heap_.size();
-  for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1]->deadline.when() < heap_[child]->deadline.when()) ++child;
-    if (op->deadline.when() <= heap_[child]->deadline.when()) break;
-    heap_[i] = heap_[child];
-    heap_[i]->heap_index = i;
-    i = child;
-  }
-  heap_[i] = op;
-  op->heap_index = i;
 }
 
 void CallEngine::CancelAll() {

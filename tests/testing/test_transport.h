@@ -7,7 +7,9 @@
 
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
@@ -41,6 +43,26 @@ inline TestTransport MakeTestTransport(const std::string& name) {
   t.transport = std::move(verbs).value();
   if (const char* a = std::getenv("NAARPC_TEST_ADDRESS"); a != nullptr && *a != '\0') t.address = a;
   return t;
+}
+
+// Connects a pair on `transport` at `address` (any port): `*listener`, the
+// connecting side `*connected` and the side it accepted, `*accepted`.
+inline Status ConnectPair(Transport& transport, const std::string& address, Deadline deadline,
+                          std::unique_ptr<Listener>* listener,
+                          std::unique_ptr<Connection>* connected,
+                          std::unique_ptr<Connection>* accepted) {
+  auto l = transport.Listen(address, 0);
+  if (!l.ok()) return l.status().WithContext("listening");
+  *listener = std::move(l).value();
+  std::optional<Result<std::unique_ptr<Connection>>> in;
+  std::thread th([&] { in.emplace((*listener)->Accept(deadline)); });
+  auto c = transport.Connect(address, (*listener)->port(), deadline);
+  th.join();
+  if (!c.ok()) return c.status().WithContext("connecting");
+  if (!in->ok()) return in->status().WithContext("accepting");
+  *connected = std::move(c).value();
+  *accepted = std::move(**in);
+  return Status::Ok();
 }
 
 }  // namespace naarpc::testing

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,17 +32,9 @@ class GatherTest : public ::testing::TestWithParam<std::string> {
     testing::TestTransport t = testing::MakeTestTransport(GetParam());
     if (!t.unavailable.empty()) GTEST_SKIP() << t.unavailable;
     transport_ = std::move(t.transport);
-    auto l = transport_->Listen(t.address, 0);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    listener_ = std::move(l).value();
-    std::optional<Result<std::unique_ptr<Connection>>> accepted;
-    std::thread th([&] { accepted.emplace(listener_->Accept(Deadline::After(kTimeout))); });
-    auto c = transport_->Connect(t.address, listener_->port(), Deadline::After(kTimeout));
-    th.join();
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    ASSERT_TRUE(accepted->ok()) << accepted->status().ToString();
-    sender_ = std::move(c).value();
-    target_ = std::move(**accepted);
+    Status s = testing::ConnectPair(*transport_, t.address, Deadline::After(kTimeout), &listener_,
+                                    &sender_, &target_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
   void TearDown() override { StopTarget(); }

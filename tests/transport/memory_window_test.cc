@@ -15,7 +15,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "naarpc/transport.h"
@@ -36,17 +35,9 @@ class MemoryWindowTest : public ::testing::TestWithParam<std::string> {
     testing::TestTransport t = testing::MakeTestTransport(GetParam());
     if (!t.unavailable.empty()) GTEST_SKIP() << t.unavailable;
     transport_ = std::move(t.transport);
-    auto l = transport_->Listen(t.address, 0);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    listener_ = std::move(l).value();
-    std::optional<Result<std::unique_ptr<Connection>>> accepted;
-    std::thread th([&] { accepted.emplace(listener_->Accept(Deadline::After(kTimeout))); });
-    auto c = transport_->Connect(t.address, listener_->port(), Deadline::After(kTimeout));
-    th.join();
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    ASSERT_TRUE(accepted->ok()) << accepted->status().ToString();
-    host_ = std::move(c).value();
-    peer_ = std::move(**accepted);
+    Status s = testing::ConnectPair(*transport_, t.address, Deadline::After(kTimeout), &listener_,
+                                    &host_, &peer_);
+    ASSERT_TRUE(s.ok()) << s.ToString();
     if (!host_->supports_memory_windows()) {
       GTEST_SKIP() << "the device reports no type-2 memory windows";
     }

@@ -1,0 +1,317 @@
+#include "runtime/host/client_session_impl.h"
+
+namespace naarpc {
+
+using internal::Hex;
+using internal::IsCallInput;
+using internal::IsReturn;
+using internal::Quote;
+using internal::WrIdKind;
+using internal::WrKind;
+
+Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
+                                   const CallOptions& call_options) {
+  NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
+  ForgetNotify();  // a blocking call: PollCompletions arms and consumes on its own
+  if (streams.empty()) return FinishCall();
+  Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
+  if (!s.ok() && s.code() != StatusCode::kProtocolError &&
+      s.code() != StatusCode::kDeadlineExceeded) {
+    // Say where each stream stood (a frame out of sequence and a deadline
+    // say it already): e.g. the NAA found one of our frames out of sequence
+    // and closed the connection, failing a completion or a post.
+    s = s.WithContext("mid-stream" + StreamTotals());
+  }
+  call.written = call.answered = s.ok();
+  return EndCall(std::move(s));
+}
+
+Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
+                                      const CallOptions& call_options) {
+  if (call.active) return FailedPreconditionError("a call is already in flight on this session");
+  if (sm.failed()) {
+    return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
+  }
+  if (sm.state() != CommState::kMrspDone && sm.state() != CommState::kFinished) {
+    return FailedPreconditionError(std::string("cannot call in state ") +
+                                   std::string(CommStateName(sm.state())));
+  }
+  if (fncode < kMinFunctionCode || fncode > kMaxFunctionCode) {
+    return InvalidArgumentError("function code " + std::to_string(fncode) +
+                                " out of range 1..127");
+  }
+  if (call_options.user_bits > 0xffffffu) {
+    return InvalidArgumentError("user_bits must fit in 24 bits");
+  }
+  if (call_options.user_bits != 0 && options.dialect != Dialect::kReference) {
+    return InvalidArgumentError("user_bits need the reference dialect");
+  }
+  if ((call_options.streams != nullptr) != !streams.empty()) {
+    return InvalidArgumentError(streams.empty()
+                                    ? "CallOptions::streams is set, but the session has no streams"
+                                    : "the session has " + std::to_string(streams.size()) +
+                                          " stream(s): CallOptions::streams must be set");
+  }
+  const auto& lengths = call_options.send_lengths;
+  if (!lengths.empty() && lengths.size() != params.size()) {
+    return InvalidArgumentError("send_lengths has " + std::to_string(lengths.size()) +
+                                " entries, expected " + std::to_string(params.size()));
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (IsCallInput(params[i].spec) && lengths[i] > params[i].spec.size) {
+      return InvalidArgumentError("parameter " + Quote(params[i].spec.name) + ": send length " +
+                                  std::to_string(lengths[i]) + " exceeds its size " +
+                                  std::to_string(params[i].spec.size));
+    }
+  }
+
+  // Inputs in region order: [metadata], then input slices (prefixes).
+  slices.clear();
+  const WireRegion* first_return = nullptr;
+  const WireRegion* first_advertised = nullptr;
+  for (const WireRegion& w : wire) {
+    if (w.internal) continue;
+    if (w.param == WireRegion::kMetadata) {
+      if (options.metadata_every_call || calls_completed == 0 || use_windows) {
+        slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
+      }
+      continue;
+    }
+    const Param& p = params[w.param];
+    if (first_advertised == nullptr) first_advertised = &w;
+    if (IsReturn(p.spec) && first_return == nullptr) first_return = &w;
+    if (!IsCallInput(p.spec)) continue;
+    if (p.spec.single_send && calls_completed > 0) continue;
+    const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
+    if (want <= w.offset) continue;
+    const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
+    slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
+  }
+  if (slices.empty()) {
+    // Nothing to send (all inputs empty or single-send, or streams only): a
+    // zero-length WRITE_WITH_IMM still carries the function code.
+    const WireRegion& w = first_return != nullptr ? *first_return : *first_advertised;
+    slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
+  }
+
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
+  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline};
+  // The result's receive must be up before the request leaves (the NAA may
+  // answer at once); the spare of kDataRecvDepth is posted after it, while
+  // the NAA works.
+  Status s;
+  // Streams: the NAA may write output chunks as soon as the request lands,
+  // so their receives go up first (docs/protocol.md 15.3).
+  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(output_windows);
+  while (ep.posted_data_recvs() < before) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
+  // The windows open (bind work requests, then the keys in the metadata)
+  // before the writes that carry the request.
+  if (use_windows) {
+    s = OpenWindows();
+    if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
+  }
+  const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
+  // The NAA's answer implies our writes landed, so the final write is
+  // signaled only when the send queue needs its slots back; a signaled one
+  // is waited for within this call (so none is pending between calls).
+  auto posted = ep.PostWrites(slices, imm);
+  if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
+  call.write_id = posted->wr_id;
+  call.written = !posted->signaled;
+  while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
+  return Status::Ok();
+}
+
+Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
+  if (c.status != CompletionStatus::kSuccess) {
+    return internal::CompletionFailure(
+        c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);
+  }
+  if (c.wr_id == call.write_id) {
+    call.written = true;
+    ep.OnSendCompleted(c.wr_id);
+    if (sm.state() == CommState::kDataSending) {
+      NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+    }
+  } else if (WrIdKind(c.wr_id) == WrKind::kDataRecv) {
+    // Receives complete in posting order: this is the oldest posted one.
+    ep.DataRecvConsumed();
+    if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+      return ProtocolError("expected the NAA's WRITE_WITH_IMM, got a SEND");
+    }
+    if (call.answered) return ProtocolError("the NAA wrote again after its status");
+    call.answered = true;
+    call.status_imm = c.imm_data;
+  } else {
+    return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
+  }
+  done = call.written && call.answered;
+  return Status::Ok();
+}
+
+// Non-blocking progress of a call started by BeginCall: arms the
+// notification (unless still armed), then polls once (what completed before
+// the arming raises no event), and, if the call has not ended, WaitNotify
+// (Deadline::Now()) as the last step before its owner sleeps on notify_fd.
+// Nothing is polled twice: one progress step of the transport per state.
+std::optional<Status> ClientSession::Impl::ContinueCall() {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  std::array<Completion, 4> batch;
+  // Takes n completions of the batch (all of them, even once done); the
+  // call's status if they end it.
+  auto take = [&](size_t n) -> std::optional<Status> {
+    bool done = false;
+    for (size_t i = 0; i < n; ++i) {
+      Status s = OnCallCompletion(batch[i], done);
+      if (!s.ok()) return EndCall(std::move(s));
+    }
+    if (done) return EndCall(Status::Ok());
+    return std::nullopt;
+  };
+  // WaitNotify(now): true/false as it returns, or the call's status once the
+  // connection is down and nothing is left.
+  auto wait_now = [&](std::optional<Status>& end) -> bool {
+    for (;;) {
+      Result<bool> event = conn->WaitNotify(Deadline::Now());
+      if (event.ok()) {
+        notify_maybe_raised = false;
+        if (*event) notify_armed = false;  // consumed: the CQ is unarmed
+        return *event;
+      }
+      // Down: what is left completes as flushed work, or nothing is left.
+      Result<size_t> left = conn->TryPollCompletions(batch);
+      if (!left.ok() || *left == 0) {
+        end = EndCall(event.status().WithContext("waiting for the NAA"));
+        return false;
+      }
+      if ((end = take(*left))) return false;
+    }
+  };
+  std::optional<Status> end;
+  for (;;) {
+    if (notify_armed && notify_maybe_raised) {
+      // The event of an earlier arming is probably raised (the last call
+      // ended on a completion taken without waiting): consume it first, so
+      // the descriptor waits for what comes next.
+      wait_now(end);
+      if (end) return end;
+    }
+    if (!notify_armed) {
+      Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
+      if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
+      notify_armed = true;
+      notify_maybe_raised = false;
+    }
+    Result<size_t> n = conn->TryPollCompletions(batch);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    if (*n > 0) notify_maybe_raised = true;
+    if ((end = take(*n))) return end;
+    if (*n == batch.size()) continue;  // more may be queued
+    if (call.deadline.expired()) {
+      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
+    }
+    const bool event = wait_now(end);
+    if (end) return end;
+    if (!event) return std::nullopt;  // armed; notify_fd() signals the next step
+  }
+}
+
+// Waits on the connection itself (as FinishCall) until the call ends or
+// `until` passes.
+std::optional<Status> ClientSession::Impl::WaitCall(Deadline until) {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  ForgetNotify();  // PollCompletions arms and consumes on its own
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  const Deadline wait = Deadline::Earlier(until, call.deadline);
+  std::array<Completion, 4> batch;
+  for (;;) {
+    Result<size_t> n = conn->PollCompletions(batch, wait);
+    if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
+    // The whole batch, even once done (a write's completion frees slots).
+    bool done = false;
+    for (size_t i = 0; i < *n; ++i) {
+      Status s = OnCallCompletion(batch[i], done);
+      if (!s.ok()) return EndCall(std::move(s));
+    }
+    if (done) return EndCall(Status::Ok());
+    if (*n > 0) continue;
+    if (call.deadline.expired()) {
+      return EndCall(DeadlineExceededError("waiting for the NAA: deadline exceeded"));
+    }
+    if (wait.expired()) return std::nullopt;
+  }
+}
+
+// Blocks until the call started by BeginCall ends.
+Status ClientSession::Impl::FinishCall() {
+  if (!call.active) return FailedPreconditionError("no call in flight on this session");
+  ForgetNotify();  // PollCompletions arms and consumes on its own
+  if (!conn) return EndCall(DisconnectedError("the session was closed during the call"));
+  return EndCall(internal::PollUntil(
+      *conn, call.deadline, "waiting for the NAA",
+      [this](const Completion& c, bool& done) { return OnCallCompletion(c, done); }));
+}
+
+Status ClientSession::Impl::EndCall(Status s) {
+  // The NAA's access ends before the caller sees results or regains its
+  // buffers, whatever ended the call.
+  if (windows_open) {
+    // Success: invalidated and waited for (a local operation, bounded by
+    // its own deadline, not the call's). Otherwise the invalidates are
+    // posted (they take effect in send-queue order, at once) and the
+    // session fails below without waiting for a peer that may be stuck:
+    // deallocating the windows and the connection ends the access too,
+    // before the caller regains its buffers.
+    Status closed = CloseWindows(s.ok() ? Deadline::After(options.mrsp_timeout)
+                                        : std::optional<Deadline>());
+    if (!closed.ok() && s.ok()) s = closed;
+  }
+  call.active = false;
+  const uint8_t fncode = call.fncode;
+  const bool written = call.written;
+  const uint32_t status_imm = call.status_imm;
+  // Names the call in errors; built only when one occurs.
+  auto what = [fncode] { return "call of function " + std::to_string(fncode); };
+  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
+    s = DeadlineExceededError(
+        what() + ": no answer from the NAA before the deadline" +
+        (written ? "" : " (the inputs were not acknowledged either)") +
+        ": its kernel may still run, or the NAA is stuck or unreachable; an NAA built on the "
+        "NAAICE reference library also never answers a function code it does not serve: "
+        "check that the NAA serves function " + std::to_string(fncode) + " in the " +
+        std::string(DialectName(options.dialect)) + " dialect");
+  } else if (!s.ok()) {
+    s = s.WithContext(what());
+  }
+  if (!s.ok()) return Fail(s);
+  if (sm.state() == CommState::kDataSending) {
+    NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataReceiving));
+  }
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kFinished));
+  ++calls_completed;
+  const uint8_t naa_status = DecodeStatusImmediate(status_imm);
+  if (naa_status == kNaaStatusKernelTimeout) {
+    // The NAA's kernel may still run on these regions: the NAA closes the
+    // connection, and so do we (docs/protocol.md 7.4).
+    return Fail(Status(StatusCode::kNaaError,
+                       what() + ": NAA returned status 0x02 (kernel timeout); the connection "
+                                "is closed, since the kernel may still be running: reopen the "
+                                "session")
+                    .set_wire_code(naa_status));
+  }
+  if (naa_status != kNaaStatusSuccess) {
+    return Status(StatusCode::kNaaError, what() + ": NAA returned status " + Hex(naa_status) + " (" +
+                                             std::string(NaaStatusName(naa_status)) + ")")
+        .set_wire_code(naa_status);
+  }
+  return Status::Ok();
+}
+
+}  // namespace naarpc

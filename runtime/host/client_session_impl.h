@@ -1,0 +1,195 @@
+// ClientSession::Impl: one connection to a NAA, on the engine room's
+// Endpoint. Internal to the host room; its parts live in
+//   client_session.cc          the public ClientSession: Open (connect), accessors, Close
+//   client_session_setup.cc    the region layout, registration, the MRSP handshake
+//   client_session_call.cc     a call: issue, completions, finish
+//   client_session_windows.cc  per-call memory windows (docs/protocol.md 4.5)
+//   client_session_streams.cc  a call's streams (docs/protocol.md 15)
+#ifndef NAARPC_RUNTIME_HOST_CLIENT_SESSION_IMPL_H_
+#define NAARPC_RUNTIME_HOST_CLIENT_SESSION_IMPL_H_
+
+#include "naarpc/client_session.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "runtime/engine/endpoint.h"
+#include "runtime/engine/send_queue_budget.h"
+#include "runtime/engine/state_machine.h"
+#include "runtime/engine/stream_rules.h"
+#include "runtime/engine/wire_ops.h"
+#include "runtime/wire/byte_order.h"
+#include "runtime/wire/metadata.h"
+#include "runtime/wire/mrsp.h"
+#include "runtime/wire/stream_frame.h"
+
+namespace naarpc {
+
+namespace internal {
+
+inline bool IsInput(Direction d) { return d == Direction::kIn || d == Direction::kInOut; }
+inline bool IsOutput(Direction d) { return d == Direction::kOut || d == Direction::kInOut; }
+// Parameters written before / returned after the kernel (not streams).
+inline bool IsCallInput(const RegionSpec& r) { return !r.stream.enabled() && IsInput(r.direction); }
+inline bool IsReturn(const RegionSpec& r) { return !r.stream.enabled() && IsOutput(r.direction); }
+
+inline std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+inline std::string Hex(uint8_t v) {
+  char b[8];
+  std::snprintf(b, sizeof b, "0x%02x", v);
+  return b;
+}
+
+}  // namespace internal
+
+class ClientSession::Impl {
+ public:
+  // One wire region: a slice of a parameter buffer (or the metadata region,
+  // param == kMetadata), at most max_region_size bytes.
+  struct WireRegion {
+    static constexpr size_t kMetadata = SIZE_MAX;
+    size_t param = 0;
+    uint64_t offset = 0;   // within the parameter
+    uint32_t size = 0;
+    uint8_t flags = 0;
+    bool internal = false;
+    uint64_t naa_address = 0;
+    // Filled by the MRSP answer (non-internal only).
+    uint64_t peer_addr = 0;
+    uint32_t peer_rkey = 0;
+    // The host-side slice (non-internal only), cached once registered.
+    uint64_t local_addr = 0;
+    uint32_t lkey = 0;
+  };
+
+  // One stream during a call (docs/protocol.md 15).
+  struct Stream {
+    Stream(size_t param, const WireRegion* wire, bool input, uint32_t chunk, uint32_t window,
+           const std::string& name)
+        : param(param), wire(wire), input(input), chunk(chunk), window(window),
+          outbound({name, chunk, window}), inbound({name, chunk, window}) {}
+    size_t param = 0;
+    const WireRegion* wire = nullptr;
+    bool input = false;
+    uint32_t chunk = 0, window = 0;
+    internal::StreamOutbound outbound;  // input: the chunks we write
+    internal::StreamInbound inbound;    // output: the chunks the NAA writes, our credits
+    const std::string& name() const { return inbound.name(); }
+    bool ended() const { return input ? outbound.ended() : inbound.ended(); }
+    std::string Totals() const { return input ? outbound.Totals() : inbound.Totals(); }
+  };
+
+  struct Param {
+    RegionSpec spec;
+    size_t stream = SIZE_MAX;     // index among the streams
+    internal::Buffer owned;       // when spec.external_buffer == nullptr
+    std::byte* data = nullptr;
+    std::unique_ptr<MemoryRegion> mr;
+    // Per-call memory windows: the window over `mr` (return parameters);
+    // declared after `mr`, so destroyed before it.
+    std::unique_ptr<MemoryWindow> window;
+  };
+
+  StateMachine sm{Role::kHost};
+  ClientOptions options;
+  std::unique_ptr<Connection> conn;
+  std::vector<Param> params;
+  std::vector<WireRegion> wire;      // MRSP order: [metadata], params, internal
+  internal::Buffer metadata;         // spec dialect
+  std::unique_ptr<MemoryRegion> metadata_mr;
+  // MRSP messages, receives for the NAA's writes, the send budget: what the
+  // NAA's side does alike (runtime/engine/endpoint.h).
+  internal::Endpoint ep;
+  std::vector<internal::WriteSlice> slices;  // scratch, reused per call
+  uint64_t calls_completed = 0;
+  std::vector<Stream> streams;       // in stream order
+  uint32_t output_windows = 0;       // receives kept up for output chunks
+  // Per-call memory windows (ClientOptions::memory_windows, docs/protocol.md
+  // 4.5): the parameter of each metadata entry; whether the windows are
+  // bound now (between BeginCall and EndCall); scratch work requests.
+  bool use_windows = false;
+  std::vector<size_t> metadata_params;
+  bool windows_open = false;
+  uint64_t window_seq = 0;
+  std::vector<SendRequest> window_wrs;
+
+  // ERROR is terminal: the peer's access to our memory ends at once, so a
+  // late write cannot land in the user's buffers.
+  Status Fail(Status s) {
+    call.active = false;
+    sm.Fail();
+    ReleaseRemoteAccess();
+    return s;
+  }
+  void ReleaseRemoteAccess() {
+    if (conn) conn->Disconnect().IgnoreError();
+    windows_open = false;
+    for (auto& p : params) p.window.reset();  // before its region
+    for (auto& p : params) p.mr.reset();
+    metadata_mr.reset();
+  }
+
+  // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
+  Status PostDataRecv() { return ep.PostDataRecv(); }
+
+  Status BuildLayout(std::vector<RegionSpec> regions);
+  Status Register();
+  Status RunMrsp(Deadline call_deadline);
+  Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // The halves of a call (DoCall, or StartCall + ContinueCall): validate and
+  // post; take one completion; turn the outcome into the caller's status.
+  Status BeginCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // Binds every return parameter's window (new keys) and writes the keys
+  // into the metadata; CloseWindows invalidates them and waits until done.
+  Status OpenWindows();
+  Status CloseWindows(std::optional<Deadline> wait);
+  Status OnCallCompletion(const Completion& c, bool& done);
+  Status EndCall(Status polled);
+  std::optional<Status> ContinueCall();
+  std::optional<Status> WaitCall(Deadline until);
+  Status FinishCall();
+
+  // The call in flight, from BeginCall to EndCall.
+  struct CallInFlight {
+    bool active = false;
+    uint8_t fncode = 0;
+    Deadline deadline = Deadline::Infinite();
+    uint64_t write_id = 0;
+    bool written = false, answered = false;
+    uint32_t status_imm = 0;
+  };
+  CallInFlight call;
+  // Completion notification as ContinueCall leaves it, across calls (an
+  // event loop drives a pooled session call after call): armed by
+  // RequestNotify and not consumed by WaitNotify since; and whether
+  // completions were taken since the arming (its event is then probably
+  // raised, so it is consumed before the session next sleeps). Only
+  // StartCall / ContinueCall keep it: anything else that may arm or consume
+  // (blocking calls, PeerGone) clears it, and arming again is harmless.
+  bool notify_armed = false;
+  bool notify_maybe_raised = false;
+  void ForgetNotify() { notify_armed = notify_maybe_raised = false; }
+  // The streaming part of a call, from the request write to the status.
+  Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
+                    uint32_t& status_imm);
+  // "; stream 'x': 3 chunk(s) written, 2 credited; ...": where every
+  // stream of the call stands.
+  std::string StreamTotals() const {
+    std::string state;
+    for (const Stream& st : streams) state += "; " + st.name() + ": " + st.Totals();
+    return state;
+  }
+  // Posts one stream frame (a WRITE_WITH_IMM); false if the send queue
+  // has no slot until the pending signaled request completes.
+  Result<bool> PostFrame(LocalBuffer local, uint64_t remote_addr, uint32_t rkey, uint32_t imm);
+};
+
+}  // namespace naarpc
+
+#endif  // NAARPC_RUNTIME_HOST_CLIENT_SESSION_IMPL_H_

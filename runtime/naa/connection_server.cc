@@ -1,0 +1,286 @@
+#include "runtime/naa/connection_server.h"
+
+#include <chrono>
+#include <string>
+
+namespace naarpc::internal {
+
+namespace {
+
+// A host calling in a loop sends its next call about one round trip after
+// our reply. The thread that served a call waits for it on the connection
+// itself (a blocking wait, no spin) up to this long, when the engine lets it
+// (another thread keeps serving every other connection, EventEngine::
+// TryLinger), instead of going back to the epoll set at once: that saves
+// the re-arming and the wake-up of every call in a loop.
+constexpr auto kLingerAfterCall = std::chrono::milliseconds(50);
+
+}  // namespace
+
+ConnectionServer::~ConnectionServer() {
+  if (admission_id_ != 0) shared_->admission.Release(admission_id_);
+}
+
+void ConnectionServer::Log(const std::string& line) const {
+  shared_->Log("naarpc NAA [" + peer_ + "]: " + line);
+}
+
+void ConnectionServer::Finish(const Status& why) {
+  phase_ = Phase::kEnded;
+  if (!why.ok() && why.code() != StatusCode::kDisconnected) {
+    sm_.Fail();
+    Log(why.ToString());
+  }
+  // A kernel that overran its limit is not waited for: it was abandoned and
+  // holds this object (the regions' memory) until it returns; the host's
+  // access ends here, with the connection and the registrations.
+  conn_->Disconnect().IgnoreError();
+  for (auto& g : regions_.groups) g.mr.reset();
+  ep_.ReleaseRegistrations();
+}
+
+void ConnectionServer::Ended() {
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    conn_.reset();
+  }
+  // Slot and memory are free before the server counts the connection
+  // closed. Memory a kernel that overran its limit still uses goes back
+  // when it returns (~ConnectionServer); until then only the slot is free.
+  if (admission_id_ != 0) {
+    if (kernel_overran_) {
+      shared_->admission.Closed(admission_id_);
+    } else {
+      streams_.list.clear();
+      streams_.ptrs.clear();
+      view_.params_template.clear();
+      view_.params.clear();
+      view_.internal_template.clear();
+      view_.internal.clear();
+      regions_.groups.clear();  // the regions' memory
+      shared_->admission.Release(std::exchange(admission_id_, 0));
+    }
+  }
+  if (auto on_end = std::exchange(on_end_, nullptr)) on_end();
+}
+
+void ConnectionServer::Abort(Status why) {
+  Finish(why);
+  Ended();
+}
+
+void ConnectionServer::Reclaim() {
+  Log("reclaimed: an idle session of the peer holding the most, taken for a newcomer "
+      "(the host reconnects on its next call)");
+  Interrupt();
+}
+
+void ConnectionServer::Interrupt() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (conn_) conn_->Disconnect().IgnoreError();
+}
+
+Status ConnectionServer::Begin() {
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kReady));
+  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kConnected));
+  mrsp_deadline_ = Deadline::After(options_.mrsp_timeout);
+  fd_ = conn_->notify_fd();
+  if (fd_ < 0) {
+    return FailedPreconditionError("the " + peer_ +
+                              " connection has no notify_fd: the NAA's engine cannot drive it");
+  }
+  if (std::shared_ptr<void> prepared = conn_->TakeAcceptContext()) {
+    // The listener's accept hook (NaaServer::Start) set it up and posted
+    // the MRSP receive before the host could send.
+    ep_ = std::move(*std::static_pointer_cast<Endpoint>(prepared));
+  } else {
+    NAARPC_RETURN_IF_ERROR(ep_.SetUp(*conn_));
+    NAARPC_RETURN_IF_ERROR(ep_.PostMrspReceive());
+  }
+  return sm_.Transition(CommState::kMrspReceiving);
+}
+
+std::optional<Deadline> ConnectionServer::Drive() {
+  Status s = Progress();
+  if (s.ok() && phase_ == Phase::kServing && NoteIdle()) phase_ = Phase::kEnded;
+  if (!s.ok() || phase_ == Phase::kEnded) {
+    Finish(s);
+    return std::nullopt;
+  }
+  return phase_ == Phase::kMrsp ? mrsp_deadline_ : IdleDeadline();
+}
+
+Status ConnectionServer::Progress() {
+  std::array<Completion, 8> batch;
+  bool armed = false;
+  bool down = false;                  // WaitNotify reported the connection down
+  // kLingerAfterCall after the last call, on the coarse clock: a linger may
+  // end a tick early, and the precise clock costs up to ~0.1 us per read
+  // (VMs), twice per call in a loop.
+  Deadline::Clock::time_point linger_until{};
+  bool lingering = false;  // counted by the engine
+  struct EndLinger {
+    EventEngine& engine;
+    bool& lingering;
+    ~EndLinger() {
+      if (lingering) engine.EndLinger();
+    }
+  } end_linger{engine_, lingering};
+  for (;;) {
+    const bool wait = lingering && Deadline::CoarseNow() < linger_until;
+    Result<size_t> n = wait ? conn_->PollCompletions(batch, Deadline::At(linger_until))
+                            : conn_->TryPollCompletions(batch);
+    if (!n.ok()) return n.status();  // kDisconnected: the host left
+    for (size_t i = 0; i < *n; ++i) {
+      if (phase_ == Phase::kMrsp) {
+        NAARPC_RETURN_IF_ERROR(OnMrspRequest(batch[i]));
+      } else {
+        // The whole batch: a result write's completion after a call's must
+        // not be lost (it frees send slots).
+        bool host_left = false;
+        NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
+        if (host_left) return DisconnectedError("the host left");
+      }
+      if (phase_ == Phase::kEnded) return Status::Ok();
+    }
+    if (!queued_.empty()) {
+      NAARPC_RETURN_IF_ERROR(ServeQueuedCalls());
+      if (phase_ == Phase::kEnded) return Status::Ok();
+      armed = false;  // the calls polled for themselves
+      if (lingering || (lingering = engine_.TryLinger())) {
+        linger_until = Deadline::CoarseNow() + kLingerAfterCall;
+      }
+      continue;
+    }
+    if (*n > 0) continue;
+    if (phase_ == Phase::kMrsp && mrsp_deadline_.expired()) {
+      return DeadlineExceededError(
+          "no MRSP request within " + std::to_string(options_.mrsp_timeout.count()) +
+          " ms of connecting (a NAAICE host sends it at once: the peer is not one, or is stuck)");
+    }
+    // Nothing left: arm, poll once more (a completion may have raced the
+    // arming), then let the descriptor wait (transport.h, notify_fd).
+    if (!armed) {
+      NAARPC_RETURN_IF_ERROR(conn_->RequestNotify(NotifyMode::kNextCompletion));
+      armed = true;
+      continue;
+    }
+    Result<bool> event = conn_->WaitNotify(Deadline::Now());
+    if (!event.ok()) {
+      // Down: the loop above takes what is left (flushed work, handled as
+      // any completion), then ends with the transport's status.
+      if (down) return event.status();
+      down = true;
+      continue;
+    }
+    if (!*event) return Status::Ok();  // armed: the descriptor signals the next step
+    armed = false;
+  }
+}
+
+Status ConnectionServer::ServeQueuedCalls() {
+  while (!queued_.empty()) {
+    const uint32_t imm = queued_.Pop();
+    // Reclaimed while the call came: the connection is closing anyway.
+    if (!shared_->admission.Busy(admission_id_)) {
+      phase_ = Phase::kEnded;
+      return Status::Ok();
+    }
+    engine_.BeforeBlocking();  // the kernel may take long: others are served meanwhile
+    NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    shared_->admission.Idle(admission_id_);
+    // After a kernel timeout no later call may land in memory the kernel
+    // still uses: the connection ends (docs/protocol.md 7.4).
+    if (kernel_overran_) {
+      phase_ = Phase::kEnded;
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) {
+  const WrKind kind = WrIdKind(c.wr_id);
+  if (c.status != CompletionStatus::kSuccess) {
+    if (c.status == CompletionStatus::kFlushed) {
+      host_left = true;
+      return Status::Ok();
+    }
+    return CompletionFailure(
+        c, kind == WrKind::kDataRecv ? "receiving a call" : "writing results back", *conn_);
+  }
+  if (kind != WrKind::kDataRecv) {
+    // Our MRSP send or a result write.
+    ep_.OnSendCompleted(c.wr_id);
+    return Status::Ok();
+  }
+  ep_.DataRecvConsumed();
+  if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
+    return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
+  }
+  if (!streams_.list.empty() && !queued_.empty()) {
+    // A streaming call's request is waiting: what follows it is its frames
+    // (docs/protocol.md 15.2).
+    streams_.early_frames.push_back({c.imm_data, c.byte_len});
+    return Status::Ok();
+  }
+  if (queued_.full()) {
+    // More calls than posted receives: cannot happen on a conforming transport.
+    return ProtocolError("more calls arrived than receives were posted");
+  }
+  queued_.Push(c.imm_data);
+  return Status::Ok();
+}
+
+Status ConnectionServer::ReclaimSendQueue() {
+  return PollUntil(
+      *conn_, Deadline::After(options_.mrsp_timeout), "waiting for a result write to complete",
+      [&](const Completion& c, bool& done) -> Status {
+        bool host_left = false;
+        NAARPC_RETURN_IF_ERROR(OnDataCompletion(c, host_left));
+        if (host_left) return DisconnectedError("the host left while results were written");
+        done = !ep_.send_budget().signal_pending();
+        return Status::Ok();
+      });
+}
+
+bool ConnectionServer::NoteIdle() {
+  const auto zero = std::chrono::milliseconds::zero();
+  if (options_.idle_log_after <= zero && options_.idle_timeout <= zero) return false;
+  const auto now = Deadline::Clock::now();
+  if (calls_ != idle_.calls_at_check) {  // a new idle spell
+    idle_.calls_at_check = calls_;
+    idle_.since = now;
+    idle_.logged = false;
+    return false;
+  }
+  const auto idle = now - idle_.since;
+  const std::string since =
+      calls_ == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_);
+  const auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  if (options_.idle_timeout > zero && idle >= options_.idle_timeout) {
+    Log("idle: no call for " + ms(idle) + " ms since " + since + "; closing the connection "
+        "(ServerOptions::idle_timeout " + ms(options_.idle_timeout) + " ms)");
+    return true;
+  }
+  if (options_.idle_log_after > zero && !idle_.logged && idle >= options_.idle_log_after) {
+    idle_.logged = true;
+    Log("idle: no call for " + ms(idle) + " ms since " + since +
+        " (connection kept open; logged once per idle spell)");
+  }
+  return false;
+}
+
+Deadline ConnectionServer::IdleDeadline() const {
+  const auto zero = std::chrono::milliseconds::zero();
+  Deadline next = Deadline::Infinite();
+  if (options_.idle_timeout > zero) next = Deadline::At(idle_.since + options_.idle_timeout);
+  if (options_.idle_log_after > zero && !idle_.logged) {
+    next = Deadline::Earlier(next, Deadline::At(idle_.since + options_.idle_log_after));
+  }
+  return next;
+}
+
+}  // namespace naarpc::internal

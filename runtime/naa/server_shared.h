@@ -1,0 +1,43 @@
+// What one NaaServer's connections share: options, admission (slots and the
+// memory budget per peer), the kernel workers, and the rate-limited log.
+// Internal to the NAA room.
+#ifndef NAARPC_RUNTIME_NAA_SERVER_SHARED_H_
+#define NAARPC_RUNTIME_NAA_SERVER_SHARED_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "naarpc/deadline.h"
+#include "naarpc/naa_server.h"
+#include "runtime/naa/admission.h"
+#include "runtime/naa/kernel_workers.h"
+
+namespace naarpc::internal {
+
+// Shared with the connections: an abandoned kernel keeps its connection,
+// and so this, alive.
+class ServerShared {
+ public:
+  explicit ServerShared(const ServerOptions& options);
+  const ServerOptions options;
+  RunningKernels running_kernels;
+  KernelWorkers kernel_workers;
+  // Connection slots and ServerOptions::max_total_bytes, per peer.
+  Admission admission;
+
+  // At most ServerOptions::max_log_lines_per_second lines; what is dropped
+  // is counted and reported with the next line that passes.
+  void Log(const std::string& line);
+
+ private:
+  std::mutex mu_;
+  Deadline::Clock::time_point window_start_{};  // guarded by mu_
+  size_t lines_in_window_ = 0;                  // guarded by mu_
+  uint64_t suppressed_ = 0;                     // guarded by mu_
+};
+
+}  // namespace naarpc::internal
+
+#endif  // NAARPC_RUNTIME_NAA_SERVER_SHARED_H_
