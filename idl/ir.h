@@ -98,7 +98,6 @@ struct Param {
     std::string accessor;     // <R>Call::<p>()
     std::string size_getter;  // <R>Call::<p>_size()   (variable only)
     std::string size_setter;  // <R>Call::set_<p>_size (variable inputs only)
-    std::string size_member;  // <R>Call::<p>_size_    (variable only)
     // Streams: the stub's general argument (StreamSource<T>& / StreamSink<T>&);
     // client_type is the convenience form (std::span<const T> /
     // std::vector<T>*) and kernel_type StreamReader<T>& / StreamWriter<T>&.
@@ -158,7 +157,8 @@ struct Routine {
     std::string timeout_constant;           // k<R>Timeout
     std::string handler;                    // Handle<R> (skeleton, private)
     std::string pool_member;                // pool_<snake>_
-    std::string regions_helper;             // <Service><R>Regions (.cc)
+    // The routine's descriptor and argument helpers (.cc, file scope).
+    std::string routine_struct;             // <Service><R>Routine
     // gMock's MOCK_METHOD takes at most kMaxMockArguments arguments; a
     // routine whose async form needs more is mocked with its arguments
     // packed in a std::tuple named mock_args_type.

@@ -366,7 +366,7 @@ TEST(Load, TheIrCanBeWalked) {
   EXPECT_EQ(r->timeout_ms, 500u);
   EXPECT_EQ(r->deadline_ms, 1500u);
   EXPECT_EQ(r->cpp.pool_member, "pool_get_x_");
-  EXPECT_EQ(r->cpp.regions_helper, "MathGetXRegions");
+  EXPECT_EQ(r->cpp.routine_struct, "MathGetXRoutine");
   EXPECT_FALSE(r->cpp.mock_packs_arguments);
   const Param* a = r->FindParam("a");
   ASSERT_NE(a, nullptr);
