@@ -419,9 +419,8 @@ uint8_t KitchenService::Handle(naarpc::NaaCall& call) {
 // Mixed: 9 parameter region(s), 2 internal.
 uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, KitchenMixedRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  const uint64_t naarpc_n_var_in = naarpc::ReadLengthHeader(naarpc_p[2].data);
-  const uint64_t naarpc_n_var_io = naarpc::ReadLengthHeader(naarpc_p[8].data);
+  const uint64_t naarpc_n_var_in = naarpc::ReadLengthHeader(call.params[2].data);
+  const uint64_t naarpc_n_var_io = naarpc::ReadLengthHeader(call.params[8].data);
   const auto naarpc_v_fixed_in = naarpc::codegen::KernelView<uint16_t>(call, KitchenMixedRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_scalar_in = naarpc::codegen::KernelView<int32_t>(call, KitchenMixedRoutine::naarpc_desc, 1, 1);
   const auto naarpc_v_var_in = naarpc::codegen::KernelView<double>(call, KitchenMixedRoutine::naarpc_desc, 2, 2);
@@ -469,19 +468,18 @@ uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
       naarpc::codegen::OverflowFails(call, KitchenMixedRoutine::naarpc_desc, 8, naarpc_var_var_io)) {
     return naarpc::kNaaStatusKernelFailed;
   }
-  naarpc::codegen::SetReply(naarpc_p[4], KitchenMixedRoutine::naarpc_desc.params[4]);
-  naarpc::codegen::SetReply(naarpc_p[5], KitchenMixedRoutine::naarpc_desc.params[5]);
-  naarpc::codegen::SetReply(naarpc_p[6], KitchenMixedRoutine::naarpc_desc.params[6], naarpc_var_var_out.size());
-  naarpc::codegen::SetReply(naarpc_p[7], KitchenMixedRoutine::naarpc_desc.params[7]);
-  naarpc::codegen::SetReply(naarpc_p[8], KitchenMixedRoutine::naarpc_desc.params[8], naarpc_var_var_io.size());
+  naarpc::codegen::SetReply(call.params[4], KitchenMixedRoutine::naarpc_desc.params[4]);
+  naarpc::codegen::SetReply(call.params[5], KitchenMixedRoutine::naarpc_desc.params[5]);
+  naarpc::codegen::SetReply(call.params[6], KitchenMixedRoutine::naarpc_desc.params[6], naarpc_var_var_out.size());
+  naarpc::codegen::SetReply(call.params[7], KitchenMixedRoutine::naarpc_desc.params[7]);
+  naarpc::codegen::SetReply(call.params[8], KitchenMixedRoutine::naarpc_desc.params[8], naarpc_var_var_io.size());
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Echo: 2 parameter region(s), 0 internal.
 uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, KitchenEchoRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  const uint64_t naarpc_n_x = naarpc::ReadLengthHeader(naarpc_p[0].data);
+  const uint64_t naarpc_n_x = naarpc::ReadLengthHeader(call.params[0].data);
   const auto naarpc_v_x = naarpc::codegen::KernelView<uint8_t>(call, KitchenEchoRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_y = naarpc::codegen::KernelView<uint8_t>(call, KitchenEchoRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_x.empty() ||
@@ -497,7 +495,7 @@ uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
       naarpc::codegen::OverflowFails(call, KitchenEchoRoutine::naarpc_desc, 1, naarpc_var_y)) {
     return naarpc::kNaaStatusKernelFailed;
   }
-  naarpc::codegen::SetReply(naarpc_p[1], KitchenEchoRoutine::naarpc_desc.params[1], naarpc_var_y.size());
+  naarpc::codegen::SetReply(call.params[1], KitchenEchoRoutine::naarpc_desc.params[1], naarpc_var_y.size());
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -678,7 +676,6 @@ uint8_t SecondService::Handle(naarpc::NaaCall& call) {
 // Ping: 1 parameter region(s), 0 internal.
 uint8_t SecondService::HandlePing(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, SecondPingRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_v = naarpc::codegen::KernelView<uint32_t>(call, SecondPingRoutine::naarpc_desc, 0, 0);
   if (naarpc_v_v.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -686,7 +683,7 @@ uint8_t SecondService::HandlePing(naarpc::NaaCall& call) {
   const SecondError naarpc_status = Ping(
       call,
       naarpc_v_v[0]);
-  naarpc::codegen::SetReply(naarpc_p[0], SecondPingRoutine::naarpc_desc.params[0]);
+  naarpc::codegen::SetReply(call.params[0], SecondPingRoutine::naarpc_desc.params[0]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -1522,7 +1519,6 @@ uint8_t StreamerService::Handle(naarpc::NaaCall& call) {
 // Digest: 2 parameter region(s), 0 internal, 1 stream(s).
 uint8_t StreamerService::HandleDigest(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StreamerDigestRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_seed = naarpc::codegen::KernelView<uint32_t>(call, StreamerDigestRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_sum = naarpc::codegen::KernelView<double>(call, StreamerDigestRoutine::naarpc_desc, 2, 1);
   if (naarpc_v_seed.empty() ||
@@ -1537,14 +1533,13 @@ uint8_t StreamerService::HandleDigest(naarpc::NaaCall& call) {
       naarpc_v_sum[0]);
   uint8_t naarpc_failed = 0;  // a stream's error ends the call whatever the kernel returned
   if (naarpc::codegen::StreamFails(call, StreamerDigestRoutine::naarpc_desc, "data", naarpc_s_data, &naarpc_failed)) return naarpc_failed;
-  naarpc::codegen::SetReply(naarpc_p[1], StreamerDigestRoutine::naarpc_desc.params[2]);
+  naarpc::codegen::SetReply(call.params[1], StreamerDigestRoutine::naarpc_desc.params[2]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Convert: 0 parameter region(s), 0 internal, 2 stream(s).
 uint8_t StreamerService::HandleConvert(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StreamerConvertRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   naarpc::codegen::StreamReader<uint16_t> naarpc_s_src(*call.streams[0]);
   naarpc::codegen::StreamWriter<int64_t> naarpc_s_dst(*call.streams[1]);
   const StreamerError naarpc_status = Convert(
@@ -1560,7 +1555,6 @@ uint8_t StreamerService::HandleConvert(naarpc::NaaCall& call) {
 // Wide: 13 parameter region(s), 0 internal, 1 stream(s).
 uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StreamerWideRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_a0 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_a1 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 1, 1);
   const auto naarpc_v_a2 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 2, 2);
@@ -1608,7 +1602,7 @@ uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
       naarpc_v_total[0]);
   uint8_t naarpc_failed = 0;  // a stream's error ends the call whatever the kernel returned
   if (naarpc::codegen::StreamFails(call, StreamerWideRoutine::naarpc_desc, "out", naarpc_s_out, &naarpc_failed)) return naarpc_failed;
-  naarpc::codegen::SetReply(naarpc_p[12], StreamerWideRoutine::naarpc_desc.params[13]);
+  naarpc::codegen::SetReply(call.params[12], StreamerWideRoutine::naarpc_desc.params[13]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -2019,7 +2013,6 @@ uint8_t StencilService::Handle(naarpc::NaaCall& call) {
 // Column: 2 parameter region(s), 0 internal.
 uint8_t StencilService::HandleColumn(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StencilColumnRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_col = naarpc::codegen::KernelView<double>(call, StencilColumnRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_sum = naarpc::codegen::KernelView<double>(call, StencilColumnRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_col.empty() ||
@@ -2030,14 +2023,13 @@ uint8_t StencilService::HandleColumn(naarpc::NaaCall& call) {
       call,
       std::span<const double>(naarpc_v_col),
       naarpc_v_sum[0]);
-  naarpc::codegen::SetReply(naarpc_p[1], StencilColumnRoutine::naarpc_desc.params[1]);
+  naarpc::codegen::SetReply(call.params[1], StencilColumnRoutine::naarpc_desc.params[1]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Halo: 1 parameter region(s), 0 internal.
 uint8_t StencilService::HandleHalo(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StencilHaloRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_face = naarpc::codegen::KernelView<float>(call, StencilHaloRoutine::naarpc_desc, 0, 0);
   if (naarpc_v_face.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -2045,14 +2037,13 @@ uint8_t StencilService::HandleHalo(naarpc::NaaCall& call) {
   const StencilError naarpc_status = Halo(
       call,
       naarpc_v_face);
-  naarpc::codegen::SetReply(naarpc_p[0], StencilHaloRoutine::naarpc_desc.params[0]);
+  naarpc::codegen::SetReply(call.params[0], StencilHaloRoutine::naarpc_desc.params[0]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Mesh: 2 parameter region(s), 0 internal.
 uint8_t StencilService::HandleMesh(naarpc::NaaCall& call) {
   if (!naarpc::codegen::RegionsMatch(call, StencilMeshRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
   const auto naarpc_v_xyz = naarpc::codegen::KernelView<float>(call, StencilMeshRoutine::naarpc_desc, 0, 0);
   const auto naarpc_v_picked = naarpc::codegen::KernelView<uint16_t>(call, StencilMeshRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_xyz.empty() ||
@@ -2063,7 +2054,7 @@ uint8_t StencilService::HandleMesh(naarpc::NaaCall& call) {
       call,
       std::span<const float>(naarpc_v_xyz),
       naarpc_v_picked);
-  naarpc::codegen::SetReply(naarpc_p[1], StencilMeshRoutine::naarpc_desc.params[1]);
+  naarpc::codegen::SetReply(call.params[1], StencilMeshRoutine::naarpc_desc.params[1]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
