@@ -1,7 +1,9 @@
 // The typed IR of a validated IDL file (docs/idl.md): what the generator
 // renders and what a program walks to call routines dynamically. Every
-// value is normalised (defaults filled in) and every C++ name the generated
-// code declares for a declaration is spelled out in its `cpp` member.
+// value is normalised (defaults filled in). The IR is language-neutral as
+// Load() returns it; the `cpp` members (every C++ name the generated code
+// declares for a declaration) and cpp_namespace are filled by the C++
+// back-end's pass (idl/cpp/cpp_pass.h), which only the generator runs.
 #ifndef NAARPC_IDL_IR_H_
 #define NAARPC_IDL_IR_H_
 
@@ -199,7 +201,8 @@ struct Service {
 struct IdlFile {
   std::string path;       // as shown in diagnostics and generated banners
   std::string package;    // "a.b.c"
-  std::string cpp_namespace;  // "a::b::c"
+  Location package_location;
+  std::string cpp_namespace;  // "a::b::c" (the C++ back-end's pass)
   std::string doc;
   std::vector<Service> services;
 

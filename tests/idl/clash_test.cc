@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "idl/internal/clash.h"
+#include "idl/cpp/clash.h"
 #include "tests/idl/test_util.h"
 
 namespace naarpc::idl::testing {

@@ -1,4 +1,4 @@
-#include "idl/internal/clash.h"
+#include "idl/cpp/clash.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "idl/internal/cpp_names.h"
+#include "idl/cpp/cpp_names.h"
 
 namespace naarpc::idl::internal {
 namespace {

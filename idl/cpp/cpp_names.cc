@@ -1,4 +1,4 @@
-#include "idl/internal/cpp_names.h"
+#include "idl/cpp/cpp_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -27,7 +27,7 @@ constexpr std::string_view kReservedWords[] = {
 };
 
 constexpr std::string_view kHeaderMacros[] = {
-#include "idl/internal/cpp_macros.inc"
+#include "idl/cpp/cpp_macros.inc"
 };
 
 std::string ClientType(const Param& p) {
