@@ -342,7 +342,10 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     m.Declare(ns, rc.routine_struct, o, "file-scope struct (in the .cc)");
     const int rs = m.AddScope("struct " + rc.routine_struct, ns);
     for (size_t k = 0; k < r.params.size(); ++k) {
-      if (param_ok(k)) m.Declare(rs, r.params[k].name, oP[ri][k], "argument of " + rc.routine_struct + "::naarpc_args");
+      if (param_ok(k)) {
+        m.Declare(rs, r.params[k].name, oP[ri][k],
+                  "argument of " + rc.routine_struct + "::naarpc_args");
+      }
     }
     m.UseOutside(rs, {"naarpc", "std"});
     UseElementTypes(m, rs, r);

@@ -110,8 +110,10 @@ Status PrepareForCpp(IdlFile& idl, std::vector<Diagnostic>* diagnostics) {
   const FileNames names = CheckNames(idl, sink);
   idl.cpp_namespace.clear();
   for (char c : idl.package) {
-    if (c == '.') idl.cpp_namespace += "::";
-    else idl.cpp_namespace += c;
+    if (c == '.')
+      idl.cpp_namespace += "::";
+    else
+      idl.cpp_namespace += c;
   }
   internal::AssignCppNames(idl);
   internal::CheckNameClashes(idl, names, sink);

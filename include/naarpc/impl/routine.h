@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <initializer_list>
 #include <future>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -99,8 +99,12 @@ struct RoutineTable {
   std::array<ParamDesc, P> params{};
   std::array<InternalDesc, I> internals{};
   constexpr operator RoutineDesc() const {  // NOLINT: used as a RoutineDesc
-    return {.name = name, .method = method, .code = code, .params = params,
-            .internals = internals, .error_name = error_name};
+    return {.name = name,
+            .method = method,
+            .code = code,
+            .params = params,
+            .internals = internals,
+            .error_name = error_name};
   }
 };
 
@@ -111,14 +115,18 @@ inline std::vector<RegionSpec> RegionSpecs(const RoutineDesc& r) {
   std::vector<RegionSpec> regions;
   regions.reserve(r.region_count());
   for (const ParamDesc& p : r.params) {
-    RegionSpec s{.name = std::string(p.name), .direction = p.direction, .size = p.region_bytes(),
+    RegionSpec s{.name = std::string(p.name),
+                 .direction = p.direction,
+                 .size = p.region_bytes(),
                  .single_send = p.single_send};
     if (p.is_stream()) s.stream = {.chunk_size = p.chunk_bytes, .window = p.window};
     regions.push_back(std::move(s));
   }
   for (const InternalDesc& i : r.internals) {
-    regions.push_back({.name = std::string(i.name), .direction = Direction::kInternal,
-                       .size = i.bytes, .naa_address = i.naa_address});
+    regions.push_back({.name = std::string(i.name),
+                       .direction = Direction::kInternal,
+                       .size = i.bytes,
+                       .naa_address = i.naa_address});
   }
   return regions;
 }
@@ -126,8 +134,8 @@ inline std::vector<RegionSpec> RegionSpecs(const RoutineDesc& r) {
 inline std::shared_ptr<SessionPool> NewPool(Transport& transport, const std::string& host,
                                             uint16_t port, const RoutineDesc& r,
                                             const StubOptions& options) {
-  return std::make_shared<SessionPool>(transport, host, port, std::string(r.name),
-                                       RegionSpecs(r), options);
+  return std::make_shared<SessionPool>(transport, host, port, std::string(r.name), RegionSpecs(r),
+                                       options);
 }
 
 // A zero-copy call object on a session of `pool`: `make(lease)` (the
@@ -184,7 +192,7 @@ inline Status PrepareCall(SessionPool::Lease& lease, const RoutineDesc& r,
 // A call's end: a failure annotated for the user, else the counts of the
 // variable-length outputs read into `sizes`.
 inline Status CallResult(SessionPool::Lease& lease, const RoutineDesc& r, std::span<size_t> sizes,
-                      Status status) {
+                         Status status) {
   if (!status.ok()) {
     return AnnotateCallStatus(status, r.name,
                               status.wire_code() ? r.error_name(*status.wire_code()) : "");
@@ -331,10 +339,10 @@ void RunAsync(CallEngine& engine, const std::shared_ptr<SessionPool>& pool, Call
     engine.Reject(std::move(args.check), std::move(done));
     return;
   }
-  engine.Submit(pool, deadline,
-                std::make_unique<CallOp<CallT>>(deadline, std::move(args.copy_in),
-                                                std::move(args.copy_out)),
-                std::move(done));
+  engine.Submit(
+      pool, deadline,
+      std::make_unique<CallOp<CallT>>(deadline, std::move(args.copy_in), std::move(args.copy_out)),
+      std::move(done));
 }
 
 // <R>Async(args..., deadline): `start(done)` starts the call with a `done`
@@ -411,8 +419,7 @@ bool OverflowFails(NaaCall& call, const RoutineDesc& r, size_t i, const VarSpan<
   const ParamDesc& p = r.params[i];
   call.failure_detail = std::string(r.name) + ": the kernel asked for " +
                         std::to_string(v.overflow_request()) + " elements of '" +
-                        std::string(p.name) + "', more than its maximum " +
-                        std::to_string(p.count);
+                        std::string(p.name) + "', more than its maximum " + std::to_string(p.count);
   return true;
 }
 
@@ -421,8 +428,8 @@ template <typename S>
 bool StreamFails(NaaCall& call, const RoutineDesc& r, std::string_view name, const S& stream,
                  uint8_t* status) {
   if (stream.error().ok()) return false;
-  call.failure_detail = std::string(r.name) + ": stream '" + std::string(name) +
-                        "': " + stream.error().ToString();
+  call.failure_detail =
+      std::string(r.name) + ": stream '" + std::string(name) + "': " + stream.error().ToString();
   *status = kNaaStatusKernelFailed;
   if constexpr (requires { stream.malformed(); }) {
     if (stream.malformed()) *status = kNaaStatusBadRegionLayout;
