@@ -1,6 +1,8 @@
 """Renders the IR (the JSON of naarpc_idlc, as attribute objects) with the
 Jinja2 templates in templates/. No parsing or validation here: the IR is
-already checked and every name in it is final (idl/)."""
+already checked and every name in it is final (idl/). Python prepares text
+for comments only; every line of C++ is in the templates (shapes used by
+several of them are macros in templates/macros.j2)."""
 import os
 import re
 import textwrap
@@ -74,142 +76,11 @@ def param_summary(p):
     return _comment_safe(s)
 
 
-def client_arg(p):
-    return "%s %s" % (p.cpp.client_type, p.name)
-
-
-def stream_arg(p):
-    """The general (streaming) overload's argument: a source or sink for a
-    stream, the usual argument otherwise."""
-    return "%s %s" % (p.cpp.stream_client_type if p.is_stream else p.cpp.client_type, p.name)
-
-
-def kernel_arg(p):
-    return "%s %s" % (p.cpp.kernel_type, p.name)
-
-
-def stream_local(p):
-    return "naarpc_s_" + p.name
-
-
-def kernel_value(p):
-    t = p.type.cpp
-    if p.is_stream:
-        return stream_local(p)
-    v = "naarpc_v_" + p.name
-    if p.scalar:
-        return "%s[0]" % v
-    if p.direction == "in":
-        if p.variable:
-            return "std::span<const %s>(%s.first(naarpc_n_%s))" % (t, v, p.name)
-        return "std::span<const %s>(%s)" % (t, v)
-    if p.variable:
-        return "naarpc_var_" + p.name
-    return v
-
-
-def size_check(p, rname):
-    t = p.type.idl
-    fail = 'return naarpc::InvalidArgumentError("%s: parameter \'%s\' ' % (rname, p.name)
-    if p.layout:
-        # The view must match the declared layout (docs/idl.md "Layouts").
-        return "\n".join([
-            "  {",
-            "    static const naarpc::Layout naarpc_layout = %s;" % p.cpp.layout_expr,
-            "    NAARPC_RETURN_IF_ERROR(%s.Check(naarpc_layout, \"%s: parameter '%s'\"));"
-            % (p.name, rname, p.name),
-            "  }"])
-    if p.is_stream:
-        if p.direction == "in":
-            return ""
-        return "\n".join(["  if (%s == nullptr) {" % p.name,
-                          '    %smust not be null; nothing was sent");' % fail,
-                          "  }"])
-    if p.scalar:
-        if p.direction == "in":
-            return ""
-        return "\n".join(["  if (%s == nullptr) {" % p.name,
-                          '    %smust not be null; nothing was sent");' % fail,
-                          "  }"])
-    if p.variable and p.direction != "in":
-        lines = ["  if (%s == nullptr) {" % p.name,
-                 '    %smust not be null; nothing was sent");' % fail,
-                 "  }"]
-        if p.is_input:
-            lines += ["  if (%s->size() > %d) {" % (p.name, p.count),
-                      '    %stakes at most %d elements (%s), got " +' % (fail, p.count, t),
-                      '        std::to_string(%s->size()) + "; nothing was sent");' % p.name,
-                      "  }"]
-        return "\n".join(lines)
-    if p.variable:
-        return "\n".join([
-            "  if (%s.size() > %d) {" % (p.name, p.count),
-            '    %stakes at most %d elements (%s), got " +' % (fail, p.count, t),
-            '        std::to_string(%s.size()) + "; nothing was sent");' % p.name,
-            "  }"])
-    return "\n".join([
-        "  if (%s.size() != %d) {" % (p.name, p.count),
-        '    %sneeds exactly %d elements (%s), got " +' % (fail, p.count, t),
-        '        std::to_string(%s.size()) + "; nothing was sent");' % p.name,
-        "  }"])
-
-
-def copy_in(p):
-    if p.layout:  # gathered from the caller's layout into the region, packed
-        return "  %s.GatherTo(naarpc_c.%s());" % (p.name, p.cpp.accessor)
-    if p.scalar:
-        return "  naarpc_c.%s()[0] = %s%s;" % (p.cpp.accessor, "" if p.direction == "in" else "*",
-                                              p.name)
-    ptr = p.variable and p.direction != "in"  # std::vector<T>* argument
-    data = "%s->data()" % p.name if ptr else "%s.data()" % p.name
-    n = "%s->size()" % p.name if ptr else "%s.size()" % p.name
-    lines = ["  if (%s != 0) {" % n,
-             "    std::memcpy(naarpc_c.%s().data(), %s, %s * sizeof(%s));"
-             % (p.cpp.accessor, data, n, p.type.cpp),
-             "  }"]
-    if p.variable:
-        lines.append("  naarpc_c.%s(%s);" % (p.cpp.size_setter, n))
-    return "\n".join(lines)
-
-
-def copy_out(p):
-    if p.layout:  # scattered from the packed region into the caller's layout
-        return "  %s.ScatterFrom(naarpc_c.%s());" % (p.name, p.cpp.accessor)
-    if p.scalar:
-        return "  *%s = naarpc_c.%s()[0];" % (p.name, p.cpp.accessor)
-    if p.variable:
-        return "\n".join([
-            "  {",
-            "    const auto naarpc_out = naarpc_c.%s().first(naarpc_c.%s());"
-            % (p.cpp.accessor, p.cpp.size_getter),
-            "    %s->assign(naarpc_out.begin(), naarpc_out.end());" % p.name,
-            "  }"])
-    return "  std::memcpy(%s.data(), naarpc_c.%s().data(), %s.size() * sizeof(%s));" % (
-        p.name, p.cpp.accessor, p.name, p.type.cpp)
-
-
-def send_length(p):
-    if p.is_stream:
-        return "0"
-    if p.variable and p.is_input:
-        return "naarpc::kLengthHeaderSize + %s * sizeof(%s)" % (
-            p.cpp.size_member, p.type.cpp)
-    return str(p.region_bytes)
-
-
-def pool(r):
-    return r.cpp.pool_member
-
-
 def _env():
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(_TEMPLATES),
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
-    env.globals.update(hex=hex_, comment=comment, param_summary=param_summary,
-                       client_arg=client_arg, kernel_arg=kernel_arg, kernel_value=kernel_value,
-                       stream_arg=stream_arg, stream_local=stream_local,
-                       size_check=size_check, copy_in=copy_in, copy_out=copy_out, pool=pool,
-                       send_length=send_length)
+    env.globals.update(hex=hex_, comment=comment, param_summary=param_summary)
     env.filters.update(doc_continued=doc_continued, doc_inline=doc_inline)
     return env
 

@@ -12,9 +12,9 @@
 #include <cstdio>
 #include <string>
 
-#include "naarpc/impl/codegen_support.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
+// The services' generated headers bring naarpc::codegen::CompositeHandler.
 #include "services/accumulator/accumulator_service.h"
 #include "services/checked/checked_service.h"
 #include "services/increment/increment_service.h"

@@ -1,7 +1,9 @@
 // The typed IR of a validated IDL file (docs/idl.md): what the generator
 // renders and what a program walks to call routines dynamically. Every
-// value is normalised (defaults filled in) and every C++ name the generated
-// code declares for a declaration is spelled out in its `cpp` member.
+// value is normalised (defaults filled in). The IR is language-neutral as
+// Load() returns it; the `cpp` members (every C++ name the generated code
+// declares for a declaration) and cpp_namespace are filled by the C++
+// back-end's pass (idl/cpp/cpp_pass.h), which only the generator runs.
 #ifndef NAARPC_IDL_IR_H_
 #define NAARPC_IDL_IR_H_
 
@@ -98,7 +100,6 @@ struct Param {
     std::string accessor;     // <R>Call::<p>()
     std::string size_getter;  // <R>Call::<p>_size()   (variable only)
     std::string size_setter;  // <R>Call::set_<p>_size (variable inputs only)
-    std::string size_member;  // <R>Call::<p>_size_    (variable only)
     // Streams: the stub's general argument (StreamSource<T>& / StreamSink<T>&);
     // client_type is the convenience form (std::span<const T> /
     // std::vector<T>*) and kernel_type StreamReader<T>& / StreamWriter<T>&.
@@ -158,7 +159,8 @@ struct Routine {
     std::string timeout_constant;           // k<R>Timeout
     std::string handler;                    // Handle<R> (skeleton, private)
     std::string pool_member;                // pool_<snake>_
-    std::string regions_helper;             // <Service><R>Regions (.cc)
+    // The routine's descriptor and argument helpers (.cc, file scope).
+    std::string routine_struct;             // <Service><R>Routine
     // gMock's MOCK_METHOD takes at most kMaxMockArguments arguments; a
     // routine whose async form needs more is mocked with its arguments
     // packed in a std::tuple named mock_args_type.
@@ -199,7 +201,8 @@ struct Service {
 struct IdlFile {
   std::string path;       // as shown in diagnostics and generated banners
   std::string package;    // "a.b.c"
-  std::string cpp_namespace;  // "a::b::c"
+  Location package_location;
+  std::string cpp_namespace;  // "a::b::c" (the C++ back-end's pass)
   std::string doc;
   std::vector<Service> services;
 

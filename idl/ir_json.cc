@@ -105,7 +105,6 @@ Json ParamJson(const Param& p) {
                   {"accessor", p.cpp.accessor},
                   {"size_getter", p.cpp.size_getter},
                   {"size_setter", p.cpp.size_setter},
-                  {"size_member", p.cpp.size_member},
                   {"stream_client_type", p.cpp.stream_client_type},
                   {"layout_expr", p.cpp.layout_expr}};
   return j;
@@ -148,7 +147,7 @@ Json RoutineJson(const Routine& r) {
                   {"timeout_constant", r.cpp.timeout_constant},
                   {"handler", r.cpp.handler},
                   {"pool_member", r.cpp.pool_member},
-                  {"regions_helper", r.cpp.regions_helper},
+                  {"routine_struct", r.cpp.routine_struct},
                   {"mock_packs_arguments", r.cpp.mock_packs_arguments},
                   {"mock_args_type", r.cpp.mock_args_type},
                   {"mock_stream_args_type", r.cpp.mock_stream_args_type}};

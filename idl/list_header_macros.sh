@@ -2,7 +2,7 @@
 # Prints the macros visible to generated code: every identifier #defined
 # after the #includes of a generated .naa.cc and .naa_mock.h (names that
 # start with '_' are reserved anyway and left out). idl/update_cpp_macros.sh
-# stores the list in idl/internal/cpp_macros.inc; //tests/idl:cpp_macros_test
+# stores the list in idl/cpp/cpp_macros.inc; //tests/idl:cpp_macros_test
 # checks it is still complete.
 #
 # Usage: list_header_macros.sh FILE... -- G++ARGS (include paths)

@@ -8,8 +8,6 @@
 #include <sstream>
 #include <sys/stat.h>
 
-#include "idl/internal/clash.h"
-#include "idl/internal/cpp_names.h"
 #include "idl/internal/sink.h"
 #include "idl/internal/text.h"
 #include "idl/internal/validate.h"
@@ -34,8 +32,6 @@ std::optional<IdlFile> Parse(std::string_view text, Sink& sink) {
   if (!root) return std::nullopt;
   internal::FileNames names;
   IdlFile idl = internal::BuildIr(*root, sink.file(), sink, &names);
-  internal::AssignCppNames(idl);
-  internal::CheckNameClashes(idl, names, sink);
   if (sink.error_count() > 0) return std::nullopt;
   return idl;
 }

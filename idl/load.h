@@ -1,5 +1,6 @@
-// Loading an IDL file (*.naa.yaml): YAML parsing (yaml-cpp), the schema,
-// every rule of docs/idl.md and the C++ name-clash analysis, in one pass.
+// Loading an IDL file (*.naa.yaml): YAML parsing (yaml-cpp), the schema and
+// every language-neutral rule of docs/idl.md, in one pass. The C++ names
+// and their checks are the C++ back-end's (idl/cpp/cpp_pass.h).
 //
 //   std::vector<naarpc::idl::Diagnostic> diags;
 //   naarpc::Result<naarpc::idl::IdlFile> idl = naarpc::idl::Load(path, &diags);

@@ -1,5 +1,6 @@
-// naarpc_idlc: validates a naarpc IDL file (*.naa.yaml) and writes its IR as
-// JSON for the code generator (codegen/naarpc_gen.py).
+// naarpc_idlc: validates a naarpc IDL file (*.naa.yaml), runs the C++
+// back-end's pass (C++ names, name clashes: idl/cpp/cpp_pass.h) and writes
+// the IR as JSON for the code generator (codegen/naarpc_gen.py).
 //
 //   naarpc_idlc IDL [--out FILE.json] [--include_prefix DIR] [--label PATH]
 //   naarpc_idlc IDL --check
@@ -15,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "idl/cpp/cpp_pass.h"
 #include "idl/generated_files.h"
 #include "idl/ir_json.h"
 #include "idl/load.h"
@@ -72,6 +74,9 @@ int main(int argc, char** argv) {
   std::vector<naarpc::idl::Diagnostic> diagnostics;
   naarpc::Result<naarpc::idl::IdlFile> idl =
       naarpc::idl::Load(idl_path, &diagnostics, {.display_path = shown});
+  if (idl.ok()) {  // the C++ back-end's names and checks
+    if (naarpc::Status s = naarpc::idl::PrepareForCpp(*idl, &diagnostics); !s.ok()) idl = s;
+  }
   int errors = 0;
   for (const naarpc::idl::Diagnostic& d : diagnostics) {
     std::cerr << d.ToString() << "\n";

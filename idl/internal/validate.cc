@@ -5,7 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "idl/internal/cpp_names.h"
 #include "idl/internal/layout.h"
 #include "idl/internal/schema.h"
 
@@ -42,11 +41,7 @@ class Builder {
     if (!file.is_mapping()) return out;
     if (std::optional<std::string> pkg = file.String("package")) {
       out.package = *pkg;
-      CheckPackage(*pkg, file.At("package"));
-      for (char c : *pkg) {
-        if (c == '.') out.cpp_namespace += "::";
-        else out.cpp_namespace += c;
-      }
+      out.package_location = file.At("package");
     }
     out.doc = file.String("doc").value_or("");
     if (const std::vector<YamlNode>* services = file.List("services")) {
@@ -65,41 +60,15 @@ class Builder {
     std::map<int64_t, std::pair<std::string, Location>> codes;
   };
 
-  void CheckPackage(const std::string& pkg, Location at) {
-    size_t start = 0;
-    for (int i = 0;; ++i) {
-      const size_t dot = pkg.find('.', start);
-      const std::string part = pkg.substr(start, dot == std::string::npos ? dot : dot - start);
-      if (i == 0 && part == "naarpc") {
-        // The project's own IDLs; elsewhere `naarpc` would shadow ::naarpc.
-        const std::string second =
-            dot == std::string::npos ? "" : pkg.substr(dot + 1, pkg.find('.', dot + 1) - dot - 1);
-        if (second != "services" && second != "testing" && second != "examples") {
-          sink_.Error(at, "package",
-                      "the namespace naarpc holds the runtime (naarpc::codegen, "
-                      "naarpc::Status, ...); packages under it must start with "
-                      "naarpc.services, naarpc.testing or naarpc.examples");
-        }
-      } else if (std::string bad = BadIdentifier(part); !bad.empty()) {
-        sink_.Error(at, "package", bad);
-      }
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-  }
-
-  // Reads `name` (an identifier) and checks it is usable in C++.
+  // Reads `name` (an identifier; whether a back-end's language can use it
+  // is that back-end's check, e.g. idl/cpp/cpp_pass.h).
   NameInfo ReadName(Object& o, std::string* name) {
     NameInfo info;
     info.at = o.At("name");
     info.field = o.Path("name");
     if (std::optional<std::string> n = o.String("name")) {
       *name = *n;
-      if (std::string bad = BadIdentifier(*n); !bad.empty()) {
-        sink_.Error(info.at, info.field, bad);
-      } else {
-        info.ok = true;
-      }
+      info.ok = true;
     }
     return info;
   }

@@ -96,7 +96,7 @@ class PipelineTest(GenCase):
         ir = json.loads(files["x.naa.yaml.json"])
         r = ir["services"][0]["routines"][0]
         self.assertEqual(r["cpp"]["pool_member"], "pool_add_")
-        self.assertEqual(r["cpp"]["regions_helper"], "SvcAddRegions")
+        self.assertEqual(r["cpp"]["routine_struct"], "SvcAddRoutine")
         self.assertEqual(r["params"][0]["cpp"]["client_type"], "std::span<const float>")
         self.assertEqual(ir["files"]["header"], "t/pkg/x.naa.h")
 
@@ -227,13 +227,13 @@ class StreamTest(GenCase):
         self.assertIn("      std::span<const float> data,\n      std::vector<uint16_t>* out,", h)
         self.assertIn("      naarpc::codegen::StreamSource<float>& data,\n"
                       "      naarpc::codegen::StreamSink<uint16_t>& out,", h)
-        self.assertIn(".stream = {.chunk_size = 1024, .window = 4}", cc)
-        self.assertIn(".stream = {.chunk_size = 6, .window = 1}", cc)
+        self.assertIn(".chunk_bytes = 1024, .window = 4}", cc)
+        self.assertIn(".chunk_bytes = 6, .window = 1}", cc)
         self.assertIn("engine_.RunBlocking([=, this, &data, &out] {", cc)
         # Skeleton: readers and writers, the host's streams checked.
         self.assertIn("naarpc::codegen::StreamReader<float>& data,", h)
         self.assertIn("naarpc::codegen::StreamWriter<uint16_t>& out)", h)
-        self.assertIn("call.streams[1]->chunk_size() != 6 ||", cc)
+        self.assertIn("naarpc::codegen::RegionsMatch(call, SvcScaleRoutine::naarpc_desc)", cc)
         self.assertIn("naarpc::codegen::StreamReader<float> naarpc_s_data(*call.streams[0]);", cc)
         # Mocks of both overloads.
         self.assertIn("// The streaming form of Scale (sources and sinks).", mock)

@@ -6,6 +6,7 @@ Checked over the committed goldens (tests/codegen/golden), the files that
 naarpc_cc_library generates (//tests/codegen:golden_naa, given as arguments)
 and include/naarpc/ itself; docs/using.md's table of public headers lists
 exactly include/naarpc/ (issue 27)."""
+import glob
 import os
 import re
 import sys
@@ -68,6 +69,29 @@ class PublicHeadersTest(unittest.TestCase):
                     [i for i in quoted_includes(os.path.join(ROOT, "include", name))
                      if i.startswith("naarpc/impl/")], [],
                     "include/%s includes naarpc/impl/" % name)
+
+    def test_user_headers_stand_alone(self):
+        # A user header needs nothing of impl/ beyond what it includes: no
+        # name of naarpc::codegen (impl/'s namespace) appears in one.
+        for name in sorted(user_headers()):
+            with self.subTest(header=name):
+                with open(os.path.join(ROOT, "include", name), encoding="utf-8") as f:
+                    code = re.sub(r"//.*", "", f.read())
+                self.assertNotIn("codegen::", code, "include/%s uses naarpc/impl/" % name)
+
+    def test_examples_and_docs_use_only_user_headers(self):
+        # What users copy (examples/, the code blocks of README.md and
+        # docs/*.md) includes nothing of impl/: generated headers bring it.
+        files = [os.path.join(ROOT, "README.md")]
+        files += sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+        for d, _, names in os.walk(os.path.join(ROOT, "examples")):
+            files += [os.path.join(d, n) for n in names if n.endswith((".cc", ".h"))]
+        self.assertTrue(any(f.endswith(".cc") for f in files), "no examples found")
+        for path in files:
+            with self.subTest(file=os.path.relpath(path, ROOT)):
+                self.assertEqual([i for i in quoted_includes(path)
+                                  if i.startswith("naarpc/impl/")], [],
+                                 "%s includes naarpc/impl/" % os.path.relpath(path, ROOT))
 
     def test_wire_helpers_are_internal(self):
         # Byte-order helpers and stream-frame codecs stay in runtime/wire/.

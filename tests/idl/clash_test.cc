@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "idl/internal/clash.h"
+#include "idl/cpp/clash.h"
 #include "tests/idl/test_util.h"
 
 namespace naarpc::idl::testing {
@@ -49,7 +49,7 @@ TEST(Clash, RoutinesDifferingInCaseOrUnderscores) {
 TEST(Clash, ServiceAndRoutineConcatenations) {
   EXPECT_TRUE(Clash(Services("  - name: A\n    routines:\n" + R("BC", 1) +
                              "  - name: AB\n    routines:\n" + R("C", 2)),
-                    "routine 'C' generates 'ABCRegions' (file-scope function"));
+                    "routine 'C' generates 'ABCRoutine' (file-scope struct"));
 }
 
 TEST(Clash, ParametersAgainstGeneratedMembers) {

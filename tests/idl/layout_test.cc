@@ -30,7 +30,7 @@ int Col(std::string_view p, std::string_view after) {
 
 Result<IdlFile> LoadOne(std::string_view p) {
   std::vector<Diagnostic> diags;
-  return LoadFromString(One(p), testing::kPath, &diags);
+  return testing::LoadForCpp(One(p), testing::kPath, &diags);
 }
 
 TEST(LoadLayouts, StridedColumnInTheIr) {

@@ -1,4 +1,5 @@
-// libFuzzer target for the IDL front-end (idl::LoadFromString): any bytes
+// libFuzzer target for the IDL front-end (idl::LoadFromString, then the C++
+// back-end's pass idl::PrepareForCpp as the generator runs it): any bytes
 // must give either an IR or errors, each "file:line[:col]: error: ...",
 // never a crash, a hang, a sanitizer report or an error-free failure.
 // Seeded with the project's valid IDL files; byte-level mutations of them
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idl/cpp/cpp_pass.h"
 #include "idl/load.h"
 
 namespace {
@@ -25,6 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::vector<idl::Diagnostic> diags;
   Result<idl::IdlFile> r = idl::LoadFromString(text, "fuzz.naa.yaml", &diags);
+  if (r.ok()) {
+    if (Status s = idl::PrepareForCpp(*r, &diags); !s.ok()) r = s;
+  }
   size_t errors = 0;
   for (const idl::Diagnostic& d : diags) {
     const std::string line = d.ToString();

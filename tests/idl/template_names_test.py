@@ -1,4 +1,4 @@
-"""The C++ clash analysis (idl/internal/clash.cc) reserves the names the
+"""The C++ clash analysis (idl/cpp/clash.cc) reserves the names the
 templates (codegen/templates/*.j2) declare themselves; it copies them by
 hand, so this test fails when the two drift apart (issue 23: clash.cc still
 reserved `async_runner_` after the template's member became `engine_`).
@@ -13,8 +13,8 @@ import unittest
 
 ROOT = os.getcwd()  # the runfiles root (py_test.sh)
 TEMPLATES = sorted(glob.glob(os.path.join(ROOT, "codegen", "templates", "*.j2")))
-CLASH = os.path.join(ROOT, "idl", "internal", "clash.cc")
-CLASH_H = os.path.join(ROOT, "idl", "internal", "clash.h")
+CLASH = os.path.join(ROOT, "idl", "cpp", "clash.cc")
+CLASH_H = os.path.join(ROOT, "idl", "cpp", "clash.h")
 
 # An identifier ending in '_' not glued to a Jinja expression
 # ("{{ p.name }}_size_", "set_{{ p.name }}_size").
@@ -52,7 +52,7 @@ class TemplateNamesTest(unittest.TestCase):
 
     def test_clash_reserves_exactly_the_templates_members(self):
         self.assertEqual(sorted(clash_members()), sorted(template_members()),
-                         "idl/internal/clash.cc's fixed members vs codegen/templates/")
+                         "idl/cpp/clash.cc's fixed members vs codegen/templates/")
 
 
 if __name__ == "__main__":

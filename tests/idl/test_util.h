@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "idl/cpp/cpp_pass.h"
 #include "idl/load.h"
 
 namespace naarpc::idl::testing {
@@ -39,9 +40,19 @@ inline std::string Idl(std::string_view routines = "", std::string_view service_
          (routines.empty() ? Routine() : std::string(routines));
 }
 
+// The front-end, then (if it accepts the file) the C++ back-end's pass, as
+// the generator (naarpc_idlc) runs them.
+inline Result<IdlFile> LoadForCpp(std::string_view text, std::string_view path = kPath,
+                                  std::vector<Diagnostic>* diags = nullptr) {
+  Result<IdlFile> r = LoadFromString(text, path, diags);
+  if (!r.ok()) return r;
+  NAARPC_RETURN_IF_ERROR(PrepareForCpp(*r, diags));
+  return r;
+}
+
 inline std::vector<Diagnostic> Diagnose(std::string_view text, bool* ok = nullptr) {
   std::vector<Diagnostic> diags;
-  const Result<IdlFile> r = LoadFromString(text, kPath, &diags);
+  const Result<IdlFile> r = LoadForCpp(text, kPath, &diags);
   if (ok) *ok = r.ok();
   return diags;
 }

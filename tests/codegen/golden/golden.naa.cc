@@ -2,12 +2,10 @@
 // tests/codegen/testdata/golden.naa.yaml. DO NOT EDIT: change the IDL and rebuild.
 #include "tests/codegen/testdata/golden.naa.h"
 
-#include <cstring>
-#include <exception>
 #include <utility>
 
+#include "naarpc/impl/routine.h"
 #include "naarpc/protocol.h"
-#include "naarpc/region_layout.h"
 
 namespace naarpc::testing::golden {
 
@@ -34,71 +32,93 @@ std::optional<KitchenError> KitchenErrorFromStatus(const naarpc::Status& status)
 }
 
 // ===== Kitchen: client ===============================================
+// Each routine's descriptor (naarpc/impl/routine.h) and the helper of its
+// convenience stubs: argument checks, copy-in, copy-out.
 namespace {
 
-std::vector<naarpc::RegionSpec> KitchenMixedRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(11);
-  regions.push_back({.name = "fixed_in",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 16});
-  regions.push_back({.name = "scalar_in",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 4});
-  regions.push_back({.name = "var_in",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 136});
-  regions.push_back({.name = "blob",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 32,
-                     .single_send = true});
-  regions.push_back({.name = "fixed_out",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 32});
-  regions.push_back({.name = "scalar_out",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 4});
-  regions.push_back({.name = "var_out",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 48});
-  regions.push_back({.name = "fixed_io",
-                     .direction = naarpc::Direction::kInOut,
-                     .size = 3});
-  regions.push_back({.name = "var_io",
-                     .direction = naarpc::Direction::kInOut,
-                     .size = 48});
-  regions.push_back({.name = "scratch",
-                     .direction = naarpc::Direction::kInternal,
-                     .size = 64});
-  regions.push_back({.name = "table",
-                     .direction = naarpc::Direction::kInternal,
-                     .size = 16,
-                     .naa_address = 0x10000});
-  return regions;
-}
+struct KitchenMixedRoutine {
+  static constexpr naarpc::codegen::RoutineTable<9, 2> naarpc_desc{
+      .name = "Kitchen.Mixed", .method = "Mixed", .code = 7,
+      .error_name = &KitchenErrorName,
+      .params = { {
+          {.name = "fixed_in", .type = "u16", .direction = naarpc::Direction::kIn, .element_size = 2, .count = 8},
+          {.name = "scalar_in", .type = "i32", .direction = naarpc::Direction::kIn, .element_size = 4, .count = 1},
+          {.name = "var_in", .type = "f64", .direction = naarpc::Direction::kIn, .element_size = 8, .count = 16, .variable = true},
+          {.name = "blob", .type = "bytes", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 32, .single_send = true},
+          {.name = "fixed_out", .type = "i64", .direction = naarpc::Direction::kOut, .element_size = 8, .count = 4},
+          {.name = "scalar_out", .type = "f32", .direction = naarpc::Direction::kOut, .element_size = 4, .count = 1},
+          {.name = "var_out", .type = "u32", .direction = naarpc::Direction::kOut, .element_size = 4, .count = 10, .variable = true},
+          {.name = "fixed_io", .type = "i8", .direction = naarpc::Direction::kInOut, .element_size = 1, .count = 3},
+          {.name = "var_io", .type = "u64", .direction = naarpc::Direction::kInOut, .element_size = 8, .count = 5, .variable = true},
+      } },
+      .internals = { {
+          {.name = "scratch", .bytes = 64},
+          {.name = "table", .bytes = 16, .naa_address = 0x10000},
+      } }};
+  static naarpc::codegen::CallArgs<KitchenClient::MixedCall> naarpc_args(
+      [[maybe_unused]] std::span<const uint16_t> fixed_in,
+      [[maybe_unused]] int32_t scalar_in,
+      [[maybe_unused]] std::span<const double> var_in,
+      [[maybe_unused]] std::span<const std::byte> blob,
+      [[maybe_unused]] std::span<int64_t> fixed_out,
+      [[maybe_unused]] float* scalar_out,
+      [[maybe_unused]] std::vector<uint32_t>* var_out,
+      [[maybe_unused]] std::span<int8_t> fixed_io,
+      [[maybe_unused]] std::vector<uint64_t>* var_io) {
+    return {.check = naarpc::codegen::FirstError({naarpc::codegen::ArgCheck(naarpc_desc, 0)(fixed_in),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 2)(var_in),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 3)(blob),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 4)(fixed_out),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 5)(scalar_out),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 6)(var_out),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 7)(fixed_io),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 8)(var_io)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc::codegen::CopyIn(naarpc_c.fixed_in(), fixed_in);
+              naarpc_c.scalar_in()[0] = scalar_in;
+              naarpc_c.set_var_in_size(naarpc::codegen::CopyIn(naarpc_c.var_in(), var_in));
+              naarpc::codegen::CopyIn(naarpc_c.blob(), blob);
+              naarpc::codegen::CopyIn(naarpc_c.fixed_io(), fixed_io);
+              naarpc_c.set_var_io_size(naarpc::codegen::CopyIn(naarpc_c.var_io(), *var_io));
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc::codegen::CopyOut(fixed_out, naarpc_c.fixed_out());
+              *scalar_out = naarpc_c.scalar_out()[0];
+              naarpc::codegen::CopyOut(var_out, naarpc_c.var_out().first(naarpc_c.var_out_size()));
+              naarpc::codegen::CopyOut(fixed_io, naarpc_c.fixed_io());
+              naarpc::codegen::CopyOut(var_io, naarpc_c.var_io().first(naarpc_c.var_io_size()));
+            }};
+  }
+};
 
-std::vector<naarpc::RegionSpec> KitchenEchoRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(2);
-  regions.push_back({.name = "x",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 108});
-  regions.push_back({.name = "y",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 108});
-  return regions;
-}
+struct KitchenEchoRoutine {
+  static constexpr naarpc::codegen::RoutineTable<2, 0> naarpc_desc{
+      .name = "Kitchen.Echo", .method = "Echo", .code = 127,
+      .error_name = &KitchenErrorName,
+      .params = { {
+          {.name = "x", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 100, .variable = true},
+          {.name = "y", .type = "u8", .direction = naarpc::Direction::kOut, .element_size = 1, .count = 100, .variable = true},
+      } }};
+  static naarpc::codegen::CallArgs<KitchenClient::EchoCall> naarpc_args(
+      [[maybe_unused]] std::span<const uint8_t> x,
+      [[maybe_unused]] std::vector<uint8_t>* y) {
+    return {.check = naarpc::codegen::FirstError({naarpc::codegen::ArgCheck(naarpc_desc, 0)(x),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 1)(y)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc_c.set_x_size(naarpc::codegen::CopyIn(naarpc_c.x(), x));
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc::codegen::CopyOut(y, naarpc_c.y().first(naarpc_c.y_size()));
+            }};
+  }
+};
 
 }  // namespace
 
 KitchenClient::KitchenClient(naarpc::Transport& transport, std::string host,
                   uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_mixed_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Kitchen.Mixed", KitchenMixedRegions(),
-          options))
-    , pool_echo_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Kitchen.Echo", KitchenEchoRegions(),
-          options))
+    : pool_mixed_(naarpc::codegen::NewPool(transport, host, port, KitchenMixedRoutine::naarpc_desc, options))
+    , pool_echo_(naarpc::codegen::NewPool(transport, host, port, KitchenEchoRoutine::naarpc_desc, options))
     , engine_(options.max_sessions_per_routine * 2)
 {}
 
@@ -107,63 +127,44 @@ KitchenClient::~KitchenClient() = default;
 // ----- Mixed
 
 naarpc::Result<KitchenClient::MixedCall> KitchenClient::NewMixedCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_mixed_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return MixedCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_mixed_, deadline,
+      [](auto naarpc_l) { return MixedCall(std::move(naarpc_l)); });
 }
 
 std::span<uint16_t> KitchenClient::MixedCall::fixed_in() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint16_t>(lease_.session()->buffer(0),
-      0, 8);
+  return naarpc::codegen::ParamView<uint16_t>(lease_, KitchenMixedRoutine::naarpc_desc, 0);
 }
 
 std::span<int32_t> KitchenClient::MixedCall::scalar_in() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<int32_t>(lease_.session()->buffer(1),
-      0, 1);
+  return naarpc::codegen::ParamView<int32_t>(lease_, KitchenMixedRoutine::naarpc_desc, 1);
 }
 
 std::span<double> KitchenClient::MixedCall::var_in() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(2),
-      8, 16);
+  return naarpc::codegen::ParamView<double>(lease_, KitchenMixedRoutine::naarpc_desc, 2);
 }
 
 std::span<std::byte> KitchenClient::MixedCall::blob() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<std::byte>(lease_.session()->buffer(3),
-      0, 32);
+  return naarpc::codegen::ParamView<std::byte>(lease_, KitchenMixedRoutine::naarpc_desc, 3);
 }
 
 std::span<int64_t> KitchenClient::MixedCall::fixed_out() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<int64_t>(lease_.session()->buffer(4),
-      0, 4);
+  return naarpc::codegen::ParamView<int64_t>(lease_, KitchenMixedRoutine::naarpc_desc, 4);
 }
 
 std::span<float> KitchenClient::MixedCall::scalar_out() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<float>(lease_.session()->buffer(5),
-      0, 1);
+  return naarpc::codegen::ParamView<float>(lease_, KitchenMixedRoutine::naarpc_desc, 5);
 }
 
 std::span<uint32_t> KitchenClient::MixedCall::var_out() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(6),
-      8, 10);
+  return naarpc::codegen::ParamView<uint32_t>(lease_, KitchenMixedRoutine::naarpc_desc, 6);
 }
 
 std::span<int8_t> KitchenClient::MixedCall::fixed_io() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<int8_t>(lease_.session()->buffer(7),
-      0, 3);
+  return naarpc::codegen::ParamView<int8_t>(lease_, KitchenMixedRoutine::naarpc_desc, 7);
 }
 
 std::span<uint64_t> KitchenClient::MixedCall::var_io() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint64_t>(lease_.session()->buffer(8),
-      8, 5);
+  return naarpc::codegen::ParamView<uint64_t>(lease_, KitchenMixedRoutine::naarpc_desc, 8);
 }
 
 naarpc::Status KitchenClient::MixedCall::Invoke(naarpc::Deadline deadline) {
@@ -172,167 +173,13 @@ naarpc::Status KitchenClient::MixedCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status KitchenClient::MixedCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Kitchen.Mixed: the call's connection failed; start a new call with NewMixedCall()");
-  }
-  if (var_in_size_ > 16) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_in' takes at most "
-        "16 elements (f64), got " + std::to_string(var_in_size_) +
-        "; nothing was sent");
-  }
-  naarpc::WriteLengthHeader(lease_.session()->buffer(2), var_in_size_);
-  if (var_io_size_ > 5) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most "
-        "5 elements (u64), got " + std::to_string(var_io_size_) +
-        "; nothing was sent");
-  }
-  naarpc::WriteLengthHeader(lease_.session()->buffer(8), var_io_size_);
-  const uint64_t naarpc_send_lengths[11] = {
-      16,
-      4,
-      naarpc::kLengthHeaderSize + var_in_size_ * sizeof(double),
-      32,
-      32,
-      4,
-      48,
-      3,
-      naarpc::kLengthHeaderSize + var_io_size_ * sizeof(uint64_t),
-      0,
-      0,
-  };
-  naarpc::CallOptions naarpc_options;
-  naarpc_options.send_lengths = naarpc_send_lengths;
-  naarpc::Status naarpc_status = lease_.StartCall(kMixedFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, KitchenMixedRoutine::naarpc_desc, naarpc_sizes_, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status KitchenClient::MixedCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Kitchen.Mixed",
-        naarpc_status.wire_code() ? KitchenErrorName(*naarpc_status.wire_code()) : "");
-  }
-  var_out_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(6));
-  if (var_out_size_ > 10) {
-    const uint64_t naarpc_bad = std::exchange(var_out_size_, 0);
-    return naarpc::ProtocolError("Kitchen.Mixed: the NAA returned " + std::to_string(naarpc_bad) +
-        " elements for 'var_out', more than its maximum 10");
-  }
-  var_io_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(8));
-  if (var_io_size_ > 5) {
-    const uint64_t naarpc_bad = std::exchange(var_io_size_, 0);
-    return naarpc::ProtocolError("Kitchen.Mixed: the NAA returned " + std::to_string(naarpc_bad) +
-        " elements for 'var_io', more than its maximum 5");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, KitchenMixedRoutine::naarpc_desc, naarpc_sizes_, std::move(naarpc_status));
 }
-
-namespace {
-
-// Kitchen.Mixed's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Mixed() and MixedAsync().
-naarpc::Status KitchenMixedCheckArgs(
-    [[maybe_unused]] std::span<const uint16_t> fixed_in,
-    [[maybe_unused]] int32_t scalar_in,
-    [[maybe_unused]] std::span<const double> var_in,
-    [[maybe_unused]] std::span<const std::byte> blob,
-    [[maybe_unused]] std::span<int64_t> fixed_out,
-    [[maybe_unused]] float* scalar_out,
-    [[maybe_unused]] std::vector<uint32_t>* var_out,
-    [[maybe_unused]] std::span<int8_t> fixed_io,
-    [[maybe_unused]] std::vector<uint64_t>* var_io) {
-  if (fixed_in.size() != 8) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_in' needs exactly 8 elements (u16), got " +
-        std::to_string(fixed_in.size()) + "; nothing was sent");
-  }
-  if (var_in.size() > 16) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_in' takes at most 16 elements (f64), got " +
-        std::to_string(var_in.size()) + "; nothing was sent");
-  }
-  if (blob.size() != 32) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'blob' needs exactly 32 elements (bytes), got " +
-        std::to_string(blob.size()) + "; nothing was sent");
-  }
-  if (fixed_out.size() != 4) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_out' needs exactly 4 elements (i64), got " +
-        std::to_string(fixed_out.size()) + "; nothing was sent");
-  }
-  if (scalar_out == nullptr) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'scalar_out' must not be null; nothing was sent");
-  }
-  if (var_out == nullptr) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_out' must not be null; nothing was sent");
-  }
-  if (fixed_io.size() != 3) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'fixed_io' needs exactly 3 elements (i8), got " +
-        std::to_string(fixed_io.size()) + "; nothing was sent");
-  }
-  if (var_io == nullptr) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' must not be null; nothing was sent");
-  }
-  if (var_io->size() > 5) {
-    return naarpc::InvalidArgumentError("Kitchen.Mixed: parameter 'var_io' takes at most 5 elements (u64), got " +
-        std::to_string(var_io->size()) + "; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void KitchenMixedCopyIn([[maybe_unused]] KitchenClient::MixedCall& naarpc_c,
-    [[maybe_unused]] std::span<const uint16_t> fixed_in,
-    [[maybe_unused]] int32_t scalar_in,
-    [[maybe_unused]] std::span<const double> var_in,
-    [[maybe_unused]] std::span<const std::byte> blob,
-    [[maybe_unused]] std::span<int64_t> fixed_out,
-    [[maybe_unused]] float* scalar_out,
-    [[maybe_unused]] std::vector<uint32_t>* var_out,
-    [[maybe_unused]] std::span<int8_t> fixed_io,
-    [[maybe_unused]] std::vector<uint64_t>* var_io) {
-  if (fixed_in.size() != 0) {
-    std::memcpy(naarpc_c.fixed_in().data(), fixed_in.data(), fixed_in.size() * sizeof(uint16_t));
-  }
-  naarpc_c.scalar_in()[0] = scalar_in;
-  if (var_in.size() != 0) {
-    std::memcpy(naarpc_c.var_in().data(), var_in.data(), var_in.size() * sizeof(double));
-  }
-  naarpc_c.set_var_in_size(var_in.size());
-  if (blob.size() != 0) {
-    std::memcpy(naarpc_c.blob().data(), blob.data(), blob.size() * sizeof(std::byte));
-  }
-  if (fixed_io.size() != 0) {
-    std::memcpy(naarpc_c.fixed_io().data(), fixed_io.data(), fixed_io.size() * sizeof(int8_t));
-  }
-  if (var_io->size() != 0) {
-    std::memcpy(naarpc_c.var_io().data(), var_io->data(), var_io->size() * sizeof(uint64_t));
-  }
-  naarpc_c.set_var_io_size(var_io->size());
-}
-
-void KitchenMixedCopyOut([[maybe_unused]] KitchenClient::MixedCall& naarpc_c,
-    [[maybe_unused]] std::span<const uint16_t> fixed_in,
-    [[maybe_unused]] int32_t scalar_in,
-    [[maybe_unused]] std::span<const double> var_in,
-    [[maybe_unused]] std::span<const std::byte> blob,
-    [[maybe_unused]] std::span<int64_t> fixed_out,
-    [[maybe_unused]] float* scalar_out,
-    [[maybe_unused]] std::vector<uint32_t>* var_out,
-    [[maybe_unused]] std::span<int8_t> fixed_io,
-    [[maybe_unused]] std::vector<uint64_t>* var_io) {
-  std::memcpy(fixed_out.data(), naarpc_c.fixed_out().data(), fixed_out.size() * sizeof(int64_t));
-  *scalar_out = naarpc_c.scalar_out()[0];
-  {
-    const auto naarpc_out = naarpc_c.var_out().first(naarpc_c.var_out_size());
-    var_out->assign(naarpc_out.begin(), naarpc_out.end());
-  }
-  std::memcpy(fixed_io.data(), naarpc_c.fixed_io().data(), fixed_io.size() * sizeof(int8_t));
-  {
-    const auto naarpc_out = naarpc_c.var_io().first(naarpc_c.var_io_size());
-    var_io->assign(naarpc_out.begin(), naarpc_out.end());
-  }
-}
-
-}  // namespace
 
 naarpc::Status KitchenClient::Mixed(
     std::span<const uint16_t> fixed_in,
@@ -345,13 +192,8 @@ naarpc::Status KitchenClient::Mixed(
     std::span<int8_t> fixed_io,
     std::vector<uint64_t>* var_io,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(KitchenMixedCheckArgs(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io));
-  auto naarpc_call = NewMixedCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  KitchenMixedCopyIn(*naarpc_call, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  KitchenMixedCopyOut(*naarpc_call, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(KitchenMixedRoutine::naarpc_args(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io),
+      [this](naarpc::Deadline naarpc_d) { return NewMixedCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> KitchenClient::MixedAsync(
@@ -365,13 +207,9 @@ std::future<naarpc::Status> KitchenClient::MixedAsync(
     std::span<int8_t> fixed_io,
     std::vector<uint64_t>* var_io,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, std::move(naarpc_done), deadline);
+  });
 }
 
 void KitchenClient::MixedAsync(
@@ -386,37 +224,23 @@ void KitchenClient::MixedAsync(
     std::vector<uint64_t>* var_io,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = KitchenMixedCheckArgs(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_mixed_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<MixedCall>>(
-          deadline,
-          [=](MixedCall& naarpc_c) { KitchenMixedCopyIn(naarpc_c, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io); },
-          [=](MixedCall& naarpc_c) { KitchenMixedCopyOut(naarpc_c, fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_mixed_,
+      KitchenMixedRoutine::naarpc_args(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io), deadline, std::move(done));
 }
 
 // ----- Echo
 
 naarpc::Result<KitchenClient::EchoCall> KitchenClient::NewEchoCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_echo_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return EchoCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_echo_, deadline,
+      [](auto naarpc_l) { return EchoCall(std::move(naarpc_l)); });
 }
 
 std::span<uint8_t> KitchenClient::EchoCall::x() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(0),
-      8, 100);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, KitchenEchoRoutine::naarpc_desc, 0);
 }
 
 std::span<uint8_t> KitchenClient::EchoCall::y() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(1),
-      8, 100);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, KitchenEchoRoutine::naarpc_desc, 1);
 }
 
 naarpc::Status KitchenClient::EchoCall::Invoke(naarpc::Deadline deadline) {
@@ -425,103 +249,29 @@ naarpc::Status KitchenClient::EchoCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status KitchenClient::EchoCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Kitchen.Echo: the call's connection failed; start a new call with NewEchoCall()");
-  }
-  if (x_size_ > 100) {
-    return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'x' takes at most "
-        "100 elements (u8), got " + std::to_string(x_size_) +
-        "; nothing was sent");
-  }
-  naarpc::WriteLengthHeader(lease_.session()->buffer(0), x_size_);
-  const uint64_t naarpc_send_lengths[2] = {
-      naarpc::kLengthHeaderSize + x_size_ * sizeof(uint8_t),
-      108,
-  };
-  naarpc::CallOptions naarpc_options;
-  naarpc_options.send_lengths = naarpc_send_lengths;
-  naarpc::Status naarpc_status = lease_.StartCall(kEchoFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, KitchenEchoRoutine::naarpc_desc, naarpc_sizes_, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status KitchenClient::EchoCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Kitchen.Echo",
-        naarpc_status.wire_code() ? KitchenErrorName(*naarpc_status.wire_code()) : "");
-  }
-  y_size_ = naarpc::ReadLengthHeader(lease_.session()->buffer(1));
-  if (y_size_ > 100) {
-    const uint64_t naarpc_bad = std::exchange(y_size_, 0);
-    return naarpc::ProtocolError("Kitchen.Echo: the NAA returned " + std::to_string(naarpc_bad) +
-        " elements for 'y', more than its maximum 100");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, KitchenEchoRoutine::naarpc_desc, naarpc_sizes_, std::move(naarpc_status));
 }
-
-namespace {
-
-// Kitchen.Echo's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Echo() and EchoAsync().
-naarpc::Status KitchenEchoCheckArgs(
-    [[maybe_unused]] std::span<const uint8_t> x,
-    [[maybe_unused]] std::vector<uint8_t>* y) {
-  if (x.size() > 100) {
-    return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'x' takes at most 100 elements (u8), got " +
-        std::to_string(x.size()) + "; nothing was sent");
-  }
-  if (y == nullptr) {
-    return naarpc::InvalidArgumentError("Kitchen.Echo: parameter 'y' must not be null; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void KitchenEchoCopyIn([[maybe_unused]] KitchenClient::EchoCall& naarpc_c,
-    [[maybe_unused]] std::span<const uint8_t> x,
-    [[maybe_unused]] std::vector<uint8_t>* y) {
-  if (x.size() != 0) {
-    std::memcpy(naarpc_c.x().data(), x.data(), x.size() * sizeof(uint8_t));
-  }
-  naarpc_c.set_x_size(x.size());
-}
-
-void KitchenEchoCopyOut([[maybe_unused]] KitchenClient::EchoCall& naarpc_c,
-    [[maybe_unused]] std::span<const uint8_t> x,
-    [[maybe_unused]] std::vector<uint8_t>* y) {
-  {
-    const auto naarpc_out = naarpc_c.y().first(naarpc_c.y_size());
-    y->assign(naarpc_out.begin(), naarpc_out.end());
-  }
-}
-
-}  // namespace
 
 naarpc::Status KitchenClient::Echo(
     std::span<const uint8_t> x,
     std::vector<uint8_t>* y,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(KitchenEchoCheckArgs(x, y));
-  auto naarpc_call = NewEchoCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  KitchenEchoCopyIn(*naarpc_call, x, y);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  KitchenEchoCopyOut(*naarpc_call, x, y);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(KitchenEchoRoutine::naarpc_args(x, y),
+      [this](naarpc::Deadline naarpc_d) { return NewEchoCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> KitchenClient::EchoAsync(
     std::span<const uint8_t> x,
     std::vector<uint8_t>* y,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  EchoAsync(x, y,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    EchoAsync(x, y, std::move(naarpc_done), deadline);
+  });
 }
 
 void KitchenClient::EchoAsync(
@@ -529,17 +279,8 @@ void KitchenClient::EchoAsync(
     std::vector<uint8_t>* y,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = KitchenEchoCheckArgs(x, y);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_echo_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<EchoCall>>(
-          deadline,
-          [=](EchoCall& naarpc_c) { KitchenEchoCopyIn(naarpc_c, x, y); },
-          [=](EchoCall& naarpc_c) { KitchenEchoCopyOut(naarpc_c, x, y); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_echo_,
+      KitchenEchoRoutine::naarpc_args(x, y), deadline, std::move(done));
 }
 
 // ===== Kitchen: client over a channel of NAAs ==========================
@@ -583,12 +324,9 @@ std::future<naarpc::Status> KitchenChannelClient::MixedAsync(
     std::span<int8_t> fixed_io,
     std::vector<uint64_t>* var_io,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    MixedAsync(fixed_in, scalar_in, var_in, blob, fixed_out, scalar_out, var_out, fixed_io, var_io, std::move(naarpc_done), deadline);
+  });
 }
 
 void KitchenChannelClient::MixedAsync(
@@ -625,12 +363,9 @@ std::future<naarpc::Status> KitchenChannelClient::EchoAsync(
     std::span<const uint8_t> x,
     std::vector<uint8_t>* y,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  EchoAsync(x, y, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    EchoAsync(x, y, std::move(naarpc_done), deadline);
+  });
 }
 
 void KitchenChannelClient::EchoAsync(
@@ -683,56 +418,18 @@ uint8_t KitchenService::Handle(naarpc::NaaCall& call) {
 
 // Mixed: 9 parameter region(s), 2 internal.
 uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 9 || call.internal.size() != 2) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 16) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[2].data.size() != 136) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[3].data.size() != 32) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[4].data.size() != 32) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[5].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[6].data.size() != 48) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[7].data.size() != 3) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[8].data.size() != 48) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.internal[0].size() != 64) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.internal[1].size() != 16) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[2].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[3].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[4].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[5].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[6].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[7].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[8].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[2].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[3].flags & 0x0e) != 0x06) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[4].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[5].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[6].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[7].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[8].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const uint64_t naarpc_n_var_in = naarpc::ReadLengthHeader(naarpc_p[2].data);
-  if (naarpc_n_var_in > 16) return naarpc::kNaaStatusBadRegionLayout;
-  const uint64_t naarpc_n_var_io = naarpc::ReadLengthHeader(naarpc_p[8].data);
-  if (naarpc_n_var_io > 5) return naarpc::kNaaStatusBadRegionLayout;
-  const auto naarpc_v_fixed_in = naarpc::codegen::TypedView<uint16_t>(naarpc_p[0].data, 0, 8);
-  const auto naarpc_v_scalar_in = naarpc::codegen::TypedView<int32_t>(naarpc_p[1].data, 0, 1);
-  const auto naarpc_v_var_in = naarpc::codegen::TypedView<double>(naarpc_p[2].data, 8, 16);
-  const auto naarpc_v_blob = naarpc::codegen::TypedView<std::byte>(naarpc_p[3].data, 0, 32);
-  const auto naarpc_v_fixed_out = naarpc::codegen::TypedView<int64_t>(naarpc_p[4].data, 0, 4);
-  const auto naarpc_v_scalar_out = naarpc::codegen::TypedView<float>(naarpc_p[5].data, 0, 1);
-  const auto naarpc_v_var_out = naarpc::codegen::TypedView<uint32_t>(naarpc_p[6].data, 8, 10);
-  const auto naarpc_v_fixed_io = naarpc::codegen::TypedView<int8_t>(naarpc_p[7].data, 0, 3);
-  const auto naarpc_v_var_io = naarpc::codegen::TypedView<uint64_t>(naarpc_p[8].data, 8, 5);
+  if (!naarpc::codegen::RegionsMatch(call, KitchenMixedRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const uint64_t naarpc_n_var_in = naarpc::ReadLengthHeader(call.params[2].data);
+  const uint64_t naarpc_n_var_io = naarpc::ReadLengthHeader(call.params[8].data);
+  const auto naarpc_v_fixed_in = naarpc::codegen::KernelView<uint16_t>(call, KitchenMixedRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_scalar_in = naarpc::codegen::KernelView<int32_t>(call, KitchenMixedRoutine::naarpc_desc, 1, 1);
+  const auto naarpc_v_var_in = naarpc::codegen::KernelView<double>(call, KitchenMixedRoutine::naarpc_desc, 2, 2);
+  const auto naarpc_v_blob = naarpc::codegen::KernelView<std::byte>(call, KitchenMixedRoutine::naarpc_desc, 3, 3);
+  const auto naarpc_v_fixed_out = naarpc::codegen::KernelView<int64_t>(call, KitchenMixedRoutine::naarpc_desc, 4, 4);
+  const auto naarpc_v_scalar_out = naarpc::codegen::KernelView<float>(call, KitchenMixedRoutine::naarpc_desc, 5, 5);
+  const auto naarpc_v_var_out = naarpc::codegen::KernelView<uint32_t>(call, KitchenMixedRoutine::naarpc_desc, 6, 6);
+  const auto naarpc_v_fixed_io = naarpc::codegen::KernelView<int8_t>(call, KitchenMixedRoutine::naarpc_desc, 7, 7);
+  const auto naarpc_v_var_io = naarpc::codegen::KernelView<uint64_t>(call, KitchenMixedRoutine::naarpc_desc, 8, 8);
   const auto naarpc_i_scratch = naarpc::codegen::TypedView<uint8_t>(call.internal[0], 0, 64);
   const auto naarpc_i_table = naarpc::codegen::TypedView<float>(call.internal[1], 0, 4);
   if (naarpc_v_fixed_in.empty() ||
@@ -763,50 +460,28 @@ uint8_t KitchenService::HandleMixed(naarpc::NaaCall& call) {
       naarpc_var_var_io,
       naarpc_i_scratch,
       naarpc_i_table);
-  if (naarpc_var_var_out.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
-    call.failure_detail = "Kitchen.Mixed: the kernel asked for " +
-        std::to_string(naarpc_var_var_out.overflow_request()) +
-        " elements of 'var_out', more than its maximum 10";
+  if (naarpc_status == KitchenError::kOk &&
+      naarpc::codegen::OverflowFails(call, KitchenMixedRoutine::naarpc_desc, 6, naarpc_var_var_out)) {
     return naarpc::kNaaStatusKernelFailed;
   }
-  if (naarpc_var_var_io.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
-    call.failure_detail = "Kitchen.Mixed: the kernel asked for " +
-        std::to_string(naarpc_var_var_io.overflow_request()) +
-        " elements of 'var_io', more than its maximum 5";
+  if (naarpc_status == KitchenError::kOk &&
+      naarpc::codegen::OverflowFails(call, KitchenMixedRoutine::naarpc_desc, 8, naarpc_var_var_io)) {
     return naarpc::kNaaStatusKernelFailed;
   }
-  naarpc_p[4].reply_length = 32;
-  naarpc_p[5].reply_length = 4;
-  naarpc::WriteLengthHeader(naarpc_p[6].data, naarpc_var_var_out.size());
-  naarpc_p[6].reply_length =
-      naarpc::kLengthHeaderSize + naarpc_var_var_out.size() * sizeof(uint32_t);
-  naarpc_p[7].reply_length = 3;
-  naarpc::WriteLengthHeader(naarpc_p[8].data, naarpc_var_var_io.size());
-  naarpc_p[8].reply_length =
-      naarpc::kLengthHeaderSize + naarpc_var_var_io.size() * sizeof(uint64_t);
+  naarpc::codegen::SetReply(call.params[4], KitchenMixedRoutine::naarpc_desc.params[4]);
+  naarpc::codegen::SetReply(call.params[5], KitchenMixedRoutine::naarpc_desc.params[5]);
+  naarpc::codegen::SetReply(call.params[6], KitchenMixedRoutine::naarpc_desc.params[6], naarpc_var_var_out.size());
+  naarpc::codegen::SetReply(call.params[7], KitchenMixedRoutine::naarpc_desc.params[7]);
+  naarpc::codegen::SetReply(call.params[8], KitchenMixedRoutine::naarpc_desc.params[8], naarpc_var_var_io.size());
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Echo: 2 parameter region(s), 0 internal.
 uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 2 || call.internal.size() != 0) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 108) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 108) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const uint64_t naarpc_n_x = naarpc::ReadLengthHeader(naarpc_p[0].data);
-  if (naarpc_n_x > 100) return naarpc::kNaaStatusBadRegionLayout;
-  const auto naarpc_v_x = naarpc::codegen::TypedView<uint8_t>(naarpc_p[0].data, 8, 100);
-  const auto naarpc_v_y = naarpc::codegen::TypedView<uint8_t>(naarpc_p[1].data, 8, 100);
+  if (!naarpc::codegen::RegionsMatch(call, KitchenEchoRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const uint64_t naarpc_n_x = naarpc::ReadLengthHeader(call.params[0].data);
+  const auto naarpc_v_x = naarpc::codegen::KernelView<uint8_t>(call, KitchenEchoRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_y = naarpc::codegen::KernelView<uint8_t>(call, KitchenEchoRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_x.empty() ||
       naarpc_v_y.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -816,15 +491,11 @@ uint8_t KitchenService::HandleEcho(naarpc::NaaCall& call) {
       call,
       std::span<const uint8_t>(naarpc_v_x.first(naarpc_n_x)),
       naarpc_var_y);
-  if (naarpc_var_y.overflow_request() != 0 && naarpc_status == KitchenError::kOk) {
-    call.failure_detail = "Kitchen.Echo: the kernel asked for " +
-        std::to_string(naarpc_var_y.overflow_request()) +
-        " elements of 'y', more than its maximum 100";
+  if (naarpc_status == KitchenError::kOk &&
+      naarpc::codegen::OverflowFails(call, KitchenEchoRoutine::naarpc_desc, 1, naarpc_var_y)) {
     return naarpc::kNaaStatusKernelFailed;
   }
-  naarpc::WriteLengthHeader(naarpc_p[1].data, naarpc_var_y.size());
-  naarpc_p[1].reply_length =
-      naarpc::kLengthHeaderSize + naarpc_var_y.size() * sizeof(uint8_t);
+  naarpc::codegen::SetReply(call.params[1], KitchenEchoRoutine::naarpc_desc.params[1], naarpc_var_y.size());
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -847,24 +518,34 @@ std::optional<SecondError> SecondErrorFromStatus(const naarpc::Status& status) {
 }
 
 // ===== Second: client ===============================================
+// Each routine's descriptor (naarpc/impl/routine.h) and the helper of its
+// convenience stubs: argument checks, copy-in, copy-out.
 namespace {
 
-std::vector<naarpc::RegionSpec> SecondPingRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(1);
-  regions.push_back({.name = "v",
-                     .direction = naarpc::Direction::kInOut,
-                     .size = 4});
-  return regions;
-}
+struct SecondPingRoutine {
+  static constexpr naarpc::codegen::RoutineTable<1, 0> naarpc_desc{
+      .name = "Second.Ping", .method = "Ping", .code = 1,
+      .error_name = &SecondErrorName,
+      .params = { {
+          {.name = "v", .type = "u32", .direction = naarpc::Direction::kInOut, .element_size = 4, .count = 1},
+      } }};
+  static naarpc::codegen::CallArgs<SecondClient::PingCall> naarpc_args(
+      [[maybe_unused]] uint32_t* v) {
+    return {.check = naarpc::codegen::FirstError({naarpc::codegen::ArgCheck(naarpc_desc, 0)(v)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc_c.v()[0] = *v;
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              *v = naarpc_c.v()[0];
+            }};
+  }
+};
 
 }  // namespace
 
 SecondClient::SecondClient(naarpc::Transport& transport, std::string host,
                 uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_ping_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Second.Ping", SecondPingRegions(),
-          options))
+    : pool_ping_(naarpc::codegen::NewPool(transport, host, port, SecondPingRoutine::naarpc_desc, options))
     , engine_(options.max_sessions_per_routine * 1)
 {}
 
@@ -873,15 +554,12 @@ SecondClient::~SecondClient() = default;
 // ----- Ping
 
 naarpc::Result<SecondClient::PingCall> SecondClient::NewPingCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_ping_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return PingCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_ping_, deadline,
+      [](auto naarpc_l) { return PingCall(std::move(naarpc_l)); });
 }
 
 std::span<uint32_t> SecondClient::PingCall::v() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(0),
-      0, 1);
+  return naarpc::codegen::ParamView<uint32_t>(lease_, SecondPingRoutine::naarpc_desc, 0);
 }
 
 naarpc::Status SecondClient::PingCall::Invoke(naarpc::Deadline deadline) {
@@ -890,88 +568,35 @@ naarpc::Status SecondClient::PingCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status SecondClient::PingCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Second.Ping: the call's connection failed; start a new call with NewPingCall()");
-  }
-  const naarpc::CallOptions naarpc_options;
-  naarpc::Status naarpc_status = lease_.StartCall(kPingFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, SecondPingRoutine::naarpc_desc, {}, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status SecondClient::PingCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Second.Ping",
-        naarpc_status.wire_code() ? SecondErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, SecondPingRoutine::naarpc_desc, {}, std::move(naarpc_status));
 }
-
-namespace {
-
-// Second.Ping's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Ping() and PingAsync().
-naarpc::Status SecondPingCheckArgs(
-    [[maybe_unused]] uint32_t* v) {
-  if (v == nullptr) {
-    return naarpc::InvalidArgumentError("Second.Ping: parameter 'v' must not be null; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void SecondPingCopyIn([[maybe_unused]] SecondClient::PingCall& naarpc_c,
-    [[maybe_unused]] uint32_t* v) {
-  naarpc_c.v()[0] = *v;
-}
-
-void SecondPingCopyOut([[maybe_unused]] SecondClient::PingCall& naarpc_c,
-    [[maybe_unused]] uint32_t* v) {
-  *v = naarpc_c.v()[0];
-}
-
-}  // namespace
 
 naarpc::Status SecondClient::Ping(
     uint32_t* v,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(SecondPingCheckArgs(v));
-  auto naarpc_call = NewPingCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  SecondPingCopyIn(*naarpc_call, v);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  SecondPingCopyOut(*naarpc_call, v);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(SecondPingRoutine::naarpc_args(v),
+      [this](naarpc::Deadline naarpc_d) { return NewPingCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> SecondClient::PingAsync(
     uint32_t* v,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  PingAsync(v,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    PingAsync(v, std::move(naarpc_done), deadline);
+  });
 }
 
 void SecondClient::PingAsync(
     uint32_t* v,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = SecondPingCheckArgs(v);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_ping_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<PingCall>>(
-          deadline,
-          [=](PingCall& naarpc_c) { SecondPingCopyIn(naarpc_c, v); },
-          [=](PingCall& naarpc_c) { SecondPingCopyOut(naarpc_c, v); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_ping_,
+      SecondPingRoutine::naarpc_args(v), deadline, std::move(done));
 }
 
 // ===== Second: client over a channel of NAAs ==========================
@@ -999,12 +624,9 @@ naarpc::Status SecondChannelClient::Ping(
 std::future<naarpc::Status> SecondChannelClient::PingAsync(
     uint32_t* v,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  PingAsync(v, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    PingAsync(v, std::move(naarpc_done), deadline);
+  });
 }
 
 void SecondChannelClient::PingAsync(
@@ -1053,25 +675,15 @@ uint8_t SecondService::Handle(naarpc::NaaCall& call) {
 
 // Ping: 1 parameter region(s), 0 internal.
 uint8_t SecondService::HandlePing(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 1 || call.internal.size() != 0) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_v = naarpc::codegen::TypedView<uint32_t>(naarpc_p[0].data, 0, 1);
+  if (!naarpc::codegen::RegionsMatch(call, SecondPingRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_v = naarpc::codegen::KernelView<uint32_t>(call, SecondPingRoutine::naarpc_desc, 0, 0);
   if (naarpc_v_v.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
   }
   const SecondError naarpc_status = Ping(
       call,
       naarpc_v_v[0]);
-  naarpc_p[0].reply_length = 4;
+  naarpc::codegen::SetReply(call.params[0], SecondPingRoutine::naarpc_desc.params[0]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -1094,100 +706,111 @@ std::optional<StreamerError> StreamerErrorFromStatus(const naarpc::Status& statu
 }
 
 // ===== Streamer: client ===============================================
+// Each routine's descriptor (naarpc/impl/routine.h) and the helper of its
+// convenience stubs: argument checks, copy-in, copy-out.
 namespace {
 
-std::vector<naarpc::RegionSpec> StreamerDigestRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(3);
-  regions.push_back({.name = "seed",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 4});
-  regions.push_back({.name = "data",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 16384,
-                     .stream = {.chunk_size = 4096, .window = 4}});
-  regions.push_back({.name = "sum",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 8});
-  return regions;
-}
+struct StreamerDigestRoutine {
+  static constexpr naarpc::codegen::RoutineTable<3, 0> naarpc_desc{
+      .name = "Streamer.Digest", .method = "Digest", .code = 2,
+      .error_name = &StreamerErrorName,
+      .params = { {
+          {.name = "seed", .type = "u32", .direction = naarpc::Direction::kIn, .element_size = 4, .count = 1},
+          {.name = "data", .type = "f32", .direction = naarpc::Direction::kIn, .element_size = 4, .count = 0, .chunk_bytes = 4096, .window = 4},
+          {.name = "sum", .type = "f64", .direction = naarpc::Direction::kOut, .element_size = 8, .count = 1},
+      } }};
+  static naarpc::codegen::CallArgs<StreamerClient::DigestCall> naarpc_args(
+      [[maybe_unused]] uint32_t seed,
+      [[maybe_unused]] double* sum) {
+    return {.check = naarpc::codegen::FirstError({naarpc::codegen::ArgCheck(naarpc_desc, 2)(sum)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc_c.seed()[0] = seed;
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              *sum = naarpc_c.sum()[0];
+            }};
+  }
+};
 
-std::vector<naarpc::RegionSpec> StreamerConvertRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(2);
-  regions.push_back({.name = "src",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 14,
-                     .stream = {.chunk_size = 14, .window = 1}});
-  regions.push_back({.name = "dst",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 2440,
-                     .stream = {.chunk_size = 40, .window = 61}});
-  return regions;
-}
+struct StreamerConvertRoutine {
+  static constexpr naarpc::codegen::RoutineTable<2, 0> naarpc_desc{
+      .name = "Streamer.Convert", .method = "Convert", .code = 3,
+      .error_name = &StreamerErrorName,
+      .params = { {
+          {.name = "src", .type = "u16", .direction = naarpc::Direction::kIn, .element_size = 2, .count = 0, .chunk_bytes = 14, .window = 1},
+          {.name = "dst", .type = "i64", .direction = naarpc::Direction::kOut, .element_size = 8, .count = 0, .chunk_bytes = 40, .window = 61},
+      } }};
+  static naarpc::codegen::CallArgs<StreamerClient::ConvertCall> naarpc_args() {
+    return {.check = naarpc::codegen::FirstError({}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+            }};
+  }
+};
 
-std::vector<naarpc::RegionSpec> StreamerWideRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(14);
-  regions.push_back({.name = "a0",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a1",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a2",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a3",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a4",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a5",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a6",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a7",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a8",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a9",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a10",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "a11",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 1});
-  regions.push_back({.name = "out",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 32,
-                     .stream = {.chunk_size = 16, .window = 2}});
-  regions.push_back({.name = "total",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 4});
-  return regions;
-}
+struct StreamerWideRoutine {
+  static constexpr naarpc::codegen::RoutineTable<14, 0> naarpc_desc{
+      .name = "Streamer.Wide", .method = "Wide", .code = 4,
+      .error_name = &StreamerErrorName,
+      .params = { {
+          {.name = "a0", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a1", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a2", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a3", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a4", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a5", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a6", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a7", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a8", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a9", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a10", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "a11", .type = "u8", .direction = naarpc::Direction::kIn, .element_size = 1, .count = 1},
+          {.name = "out", .type = "u8", .direction = naarpc::Direction::kOut, .element_size = 1, .count = 0, .chunk_bytes = 16, .window = 2},
+          {.name = "total", .type = "u32", .direction = naarpc::Direction::kOut, .element_size = 4, .count = 1},
+      } }};
+  static naarpc::codegen::CallArgs<StreamerClient::WideCall> naarpc_args(
+      [[maybe_unused]] uint8_t a0,
+      [[maybe_unused]] uint8_t a1,
+      [[maybe_unused]] uint8_t a2,
+      [[maybe_unused]] uint8_t a3,
+      [[maybe_unused]] uint8_t a4,
+      [[maybe_unused]] uint8_t a5,
+      [[maybe_unused]] uint8_t a6,
+      [[maybe_unused]] uint8_t a7,
+      [[maybe_unused]] uint8_t a8,
+      [[maybe_unused]] uint8_t a9,
+      [[maybe_unused]] uint8_t a10,
+      [[maybe_unused]] uint8_t a11,
+      [[maybe_unused]] uint32_t* total) {
+    return {.check = naarpc::codegen::FirstError({naarpc::codegen::ArgCheck(naarpc_desc, 13)(total)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              naarpc_c.a0()[0] = a0;
+              naarpc_c.a1()[0] = a1;
+              naarpc_c.a2()[0] = a2;
+              naarpc_c.a3()[0] = a3;
+              naarpc_c.a4()[0] = a4;
+              naarpc_c.a5()[0] = a5;
+              naarpc_c.a6()[0] = a6;
+              naarpc_c.a7()[0] = a7;
+              naarpc_c.a8()[0] = a8;
+              naarpc_c.a9()[0] = a9;
+              naarpc_c.a10()[0] = a10;
+              naarpc_c.a11()[0] = a11;
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              *total = naarpc_c.total()[0];
+            }};
+  }
+};
 
 }  // namespace
 
 StreamerClient::StreamerClient(naarpc::Transport& transport, std::string host,
                     uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_digest_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Streamer.Digest", StreamerDigestRegions(),
-          options))
-    , pool_convert_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Streamer.Convert", StreamerConvertRegions(),
-          options))
-    , pool_wide_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Streamer.Wide", StreamerWideRegions(),
-          options))
+    : pool_digest_(naarpc::codegen::NewPool(transport, host, port, StreamerDigestRoutine::naarpc_desc, options))
+    , pool_convert_(naarpc::codegen::NewPool(transport, host, port, StreamerConvertRoutine::naarpc_desc, options))
+    , pool_wide_(naarpc::codegen::NewPool(transport, host, port, StreamerWideRoutine::naarpc_desc, options))
     , engine_(options.max_sessions_per_routine * 3)
 {}
 
@@ -1196,69 +819,26 @@ StreamerClient::~StreamerClient() = default;
 // ----- Digest
 
 naarpc::Result<StreamerClient::DigestCall> StreamerClient::NewDigestCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_digest_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return DigestCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_digest_, deadline,
+      [](auto naarpc_l) { return DigestCall(std::move(naarpc_l)); });
 }
 
 std::span<uint32_t> StreamerClient::DigestCall::seed() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(0),
-      0, 1);
+  return naarpc::codegen::ParamView<uint32_t>(lease_, StreamerDigestRoutine::naarpc_desc, 0);
 }
 
 std::span<double> StreamerClient::DigestCall::sum() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(2),
-      0, 1);
+  return naarpc::codegen::ParamView<double>(lease_, StreamerDigestRoutine::naarpc_desc, 2);
 }
 
 naarpc::Status StreamerClient::DigestCall::Invoke(
     naarpc::codegen::StreamSource<float>& data,
     naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Streamer.Digest: the call's connection failed; start a new call with NewDigestCall()");
-  }
-  naarpc::CallOptions naarpc_options;
-  naarpc::codegen::StreamBindings naarpc_streams;
-  naarpc_streams.Bind(0, data);
-  naarpc_options.streams = &naarpc_streams;
-  naarpc::Status naarpc_status = lease_.Call(kDigestFunctionCode, deadline, naarpc_options);
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Streamer.Digest",
-        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::StreamingCall(lease_, StreamerDigestRoutine::naarpc_desc, {}, deadline,
+      [&](naarpc::codegen::StreamBindings& naarpc_b) {
+        naarpc_b.Bind(0, data);
+      });
 }
-
-namespace {
-
-// Streamer.Digest's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Digest() and DigestAsync().
-naarpc::Status StreamerDigestCheckArgs(
-    [[maybe_unused]] uint32_t seed,
-    [[maybe_unused]] double* sum) {
-  if (sum == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Digest: parameter 'sum' must not be null; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void StreamerDigestCopyIn([[maybe_unused]] StreamerClient::DigestCall& naarpc_c,
-    [[maybe_unused]] uint32_t seed,
-    [[maybe_unused]] double* sum) {
-  naarpc_c.seed()[0] = seed;
-}
-
-void StreamerDigestCopyOut([[maybe_unused]] StreamerClient::DigestCall& naarpc_c,
-    [[maybe_unused]] uint32_t seed,
-    [[maybe_unused]] double* sum) {
-  *sum = naarpc_c.sum()[0];
-}
-
-}  // namespace
 
 naarpc::Status StreamerClient::Digest(
     uint32_t seed,
@@ -1266,13 +846,11 @@ naarpc::Status StreamerClient::Digest(
     double* sum,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(data);
-  NAARPC_RETURN_IF_ERROR(StreamerDigestCheckArgs(seed, sum));
-  auto naarpc_call = NewDigestCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StreamerDigestCopyIn(*naarpc_call, seed, sum);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(data, deadline));
-  StreamerDigestCopyOut(*naarpc_call, seed, sum);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StreamerDigestRoutine::naarpc_args(seed, sum),
+      [this](naarpc::Deadline naarpc_d) { return NewDigestCall(naarpc_d); }, deadline,
+      [&](DigestCall& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Invoke(data, naarpc_d);
+      });
 }
 
 // The whole of each input stream from a span, each output stream into a
@@ -1291,13 +869,9 @@ std::future<naarpc::Status> StreamerClient::DigestAsync(
     std::span<const float> data,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  DigestAsync(seed, data, sum,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    DigestAsync(seed, data, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::DigestAsync(
@@ -1317,13 +891,9 @@ std::future<naarpc::Status> StreamerClient::DigestAsync(
     naarpc::codegen::StreamSource<float>& data,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  DigestAsync(seed, data, sum,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    DigestAsync(seed, data, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::DigestAsync(
@@ -1341,61 +911,31 @@ void StreamerClient::DigestAsync(
 // ----- Convert
 
 naarpc::Result<StreamerClient::ConvertCall> StreamerClient::NewConvertCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_convert_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return ConvertCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_convert_, deadline,
+      [](auto naarpc_l) { return ConvertCall(std::move(naarpc_l)); });
 }
 
 naarpc::Status StreamerClient::ConvertCall::Invoke(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Streamer.Convert: the call's connection failed; start a new call with NewConvertCall()");
-  }
-  naarpc::CallOptions naarpc_options;
-  naarpc::codegen::StreamBindings naarpc_streams;
-  naarpc_streams.Bind(0, src);
-  naarpc_streams.Bind(1, dst);
-  naarpc_options.streams = &naarpc_streams;
-  naarpc::Status naarpc_status = lease_.Call(kConvertFunctionCode, deadline, naarpc_options);
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Streamer.Convert",
-        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::StreamingCall(lease_, StreamerConvertRoutine::naarpc_desc, {}, deadline,
+      [&](naarpc::codegen::StreamBindings& naarpc_b) {
+        naarpc_b.Bind(0, src);
+        naarpc_b.Bind(1, dst);
+      });
 }
-
-namespace {
-
-// Streamer.Convert's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Convert() and ConvertAsync().
-naarpc::Status StreamerConvertCheckArgs() {
-  return naarpc::Status::Ok();
-}
-
-void StreamerConvertCopyIn([[maybe_unused]] StreamerClient::ConvertCall& naarpc_c) {
-}
-
-void StreamerConvertCopyOut([[maybe_unused]] StreamerClient::ConvertCall& naarpc_c) {
-}
-
-}  // namespace
 
 naarpc::Status StreamerClient::Convert(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(src, dst);
-  NAARPC_RETURN_IF_ERROR(StreamerConvertCheckArgs());
-  auto naarpc_call = NewConvertCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StreamerConvertCopyIn(*naarpc_call);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(src, dst, deadline));
-  StreamerConvertCopyOut(*naarpc_call);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StreamerConvertRoutine::naarpc_args(),
+      [this](naarpc::Deadline naarpc_d) { return NewConvertCall(naarpc_d); }, deadline,
+      [&](ConvertCall& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Invoke(src, dst, naarpc_d);
+      });
 }
 
 // The whole of each input stream from a span, each output stream into a
@@ -1404,9 +944,7 @@ naarpc::Status StreamerClient::Convert(
     std::span<const uint16_t> src,
     std::vector<int64_t>* dst,
     naarpc::Deadline deadline) {
-  if (dst == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Convert: parameter 'dst' must not be null; nothing was sent");
-  }
+  NAARPC_RETURN_IF_ERROR(naarpc::codegen::ArgCheck(StreamerConvertRoutine::naarpc_desc, 1)(dst));
   naarpc::codegen::SpanSource<uint16_t> naarpc_s_src(src);
   dst->clear();
   naarpc::codegen::VectorSink<int64_t> naarpc_s_dst(dst);
@@ -1417,13 +955,9 @@ std::future<naarpc::Status> StreamerClient::ConvertAsync(
     std::span<const uint16_t> src,
     std::vector<int64_t>* dst,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ConvertAsync(src, dst,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ConvertAsync(src, dst, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::ConvertAsync(
@@ -1441,13 +975,9 @@ std::future<naarpc::Status> StreamerClient::ConvertAsync(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ConvertAsync(src, dst,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ConvertAsync(src, dst, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::ConvertAsync(
@@ -1464,179 +994,70 @@ void StreamerClient::ConvertAsync(
 // ----- Wide
 
 naarpc::Result<StreamerClient::WideCall> StreamerClient::NewWideCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_wide_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return WideCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_wide_, deadline,
+      [](auto naarpc_l) { return WideCall(std::move(naarpc_l)); });
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a0() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(0),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 0);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a1() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(1),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 1);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a2() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(2),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 2);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a3() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(3),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 3);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a4() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(4),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 4);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a5() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(5),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 5);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a6() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(6),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 6);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a7() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(7),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 7);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a8() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(8),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 8);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a9() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(9),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 9);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a10() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(10),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 10);
 }
 
 std::span<uint8_t> StreamerClient::WideCall::a11() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint8_t>(lease_.session()->buffer(11),
-      0, 1);
+  return naarpc::codegen::ParamView<uint8_t>(lease_, StreamerWideRoutine::naarpc_desc, 11);
 }
 
 std::span<uint32_t> StreamerClient::WideCall::total() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint32_t>(lease_.session()->buffer(13),
-      0, 1);
+  return naarpc::codegen::ParamView<uint32_t>(lease_, StreamerWideRoutine::naarpc_desc, 13);
 }
 
 naarpc::Status StreamerClient::WideCall::Invoke(
     naarpc::codegen::StreamSink<uint8_t>& out,
     naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Streamer.Wide: the call's connection failed; start a new call with NewWideCall()");
-  }
-  naarpc::CallOptions naarpc_options;
-  naarpc::codegen::StreamBindings naarpc_streams;
-  naarpc_streams.Bind(0, out);
-  naarpc_options.streams = &naarpc_streams;
-  naarpc::Status naarpc_status = lease_.Call(kWideFunctionCode, deadline, naarpc_options);
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Streamer.Wide",
-        naarpc_status.wire_code() ? StreamerErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::StreamingCall(lease_, StreamerWideRoutine::naarpc_desc, {}, deadline,
+      [&](naarpc::codegen::StreamBindings& naarpc_b) {
+        naarpc_b.Bind(0, out);
+      });
 }
-
-namespace {
-
-// Streamer.Wide's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Wide() and WideAsync().
-naarpc::Status StreamerWideCheckArgs(
-    [[maybe_unused]] uint8_t a0,
-    [[maybe_unused]] uint8_t a1,
-    [[maybe_unused]] uint8_t a2,
-    [[maybe_unused]] uint8_t a3,
-    [[maybe_unused]] uint8_t a4,
-    [[maybe_unused]] uint8_t a5,
-    [[maybe_unused]] uint8_t a6,
-    [[maybe_unused]] uint8_t a7,
-    [[maybe_unused]] uint8_t a8,
-    [[maybe_unused]] uint8_t a9,
-    [[maybe_unused]] uint8_t a10,
-    [[maybe_unused]] uint8_t a11,
-    [[maybe_unused]] uint32_t* total) {
-  if (total == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'total' must not be null; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void StreamerWideCopyIn([[maybe_unused]] StreamerClient::WideCall& naarpc_c,
-    [[maybe_unused]] uint8_t a0,
-    [[maybe_unused]] uint8_t a1,
-    [[maybe_unused]] uint8_t a2,
-    [[maybe_unused]] uint8_t a3,
-    [[maybe_unused]] uint8_t a4,
-    [[maybe_unused]] uint8_t a5,
-    [[maybe_unused]] uint8_t a6,
-    [[maybe_unused]] uint8_t a7,
-    [[maybe_unused]] uint8_t a8,
-    [[maybe_unused]] uint8_t a9,
-    [[maybe_unused]] uint8_t a10,
-    [[maybe_unused]] uint8_t a11,
-    [[maybe_unused]] uint32_t* total) {
-  naarpc_c.a0()[0] = a0;
-  naarpc_c.a1()[0] = a1;
-  naarpc_c.a2()[0] = a2;
-  naarpc_c.a3()[0] = a3;
-  naarpc_c.a4()[0] = a4;
-  naarpc_c.a5()[0] = a5;
-  naarpc_c.a6()[0] = a6;
-  naarpc_c.a7()[0] = a7;
-  naarpc_c.a8()[0] = a8;
-  naarpc_c.a9()[0] = a9;
-  naarpc_c.a10()[0] = a10;
-  naarpc_c.a11()[0] = a11;
-}
-
-void StreamerWideCopyOut([[maybe_unused]] StreamerClient::WideCall& naarpc_c,
-    [[maybe_unused]] uint8_t a0,
-    [[maybe_unused]] uint8_t a1,
-    [[maybe_unused]] uint8_t a2,
-    [[maybe_unused]] uint8_t a3,
-    [[maybe_unused]] uint8_t a4,
-    [[maybe_unused]] uint8_t a5,
-    [[maybe_unused]] uint8_t a6,
-    [[maybe_unused]] uint8_t a7,
-    [[maybe_unused]] uint8_t a8,
-    [[maybe_unused]] uint8_t a9,
-    [[maybe_unused]] uint8_t a10,
-    [[maybe_unused]] uint8_t a11,
-    [[maybe_unused]] uint32_t* total) {
-  *total = naarpc_c.total()[0];
-}
-
-}  // namespace
 
 naarpc::Status StreamerClient::Wide(
     uint8_t a0,
@@ -1655,13 +1076,11 @@ naarpc::Status StreamerClient::Wide(
     uint32_t* total,
     naarpc::Deadline deadline) {
   const naarpc::codegen::CallEndGuard naarpc_end(out);
-  NAARPC_RETURN_IF_ERROR(StreamerWideCheckArgs(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total));
-  auto naarpc_call = NewWideCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StreamerWideCopyIn(*naarpc_call, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(out, deadline));
-  StreamerWideCopyOut(*naarpc_call, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StreamerWideRoutine::naarpc_args(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, total),
+      [this](naarpc::Deadline naarpc_d) { return NewWideCall(naarpc_d); }, deadline,
+      [&](WideCall& naarpc_c, naarpc::Deadline naarpc_d) {
+        return naarpc_c.Invoke(out, naarpc_d);
+      });
 }
 
 // The whole of each input stream from a span, each output stream into a
@@ -1682,9 +1101,7 @@ naarpc::Status StreamerClient::Wide(
     std::vector<uint8_t>* out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  if (out == nullptr) {
-    return naarpc::InvalidArgumentError("Streamer.Wide: parameter 'out' must not be null; nothing was sent");
-  }
+  NAARPC_RETURN_IF_ERROR(naarpc::codegen::ArgCheck(StreamerWideRoutine::naarpc_desc, 12)(out));
   out->clear();
   naarpc::codegen::VectorSink<uint8_t> naarpc_s_out(out);
   return Wide(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, naarpc_s_out, total, deadline);
@@ -1706,13 +1123,9 @@ std::future<naarpc::Status> StreamerClient::WideAsync(
     std::vector<uint8_t>* out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::WideAsync(
@@ -1754,13 +1167,9 @@ std::future<naarpc::Status> StreamerClient::WideAsync(
     naarpc::codegen::StreamSink<uint8_t>& out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerClient::WideAsync(
@@ -1815,12 +1224,9 @@ std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
     std::span<const float> data,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  DigestAsync(seed, data, sum, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    DigestAsync(seed, data, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::DigestAsync(
@@ -1853,12 +1259,9 @@ std::future<naarpc::Status> StreamerChannelClient::DigestAsync(
     naarpc::codegen::StreamSource<float>& data,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  DigestAsync(seed, data, sum, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    DigestAsync(seed, data, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::DigestAsync(
@@ -1889,12 +1292,9 @@ std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
     std::span<const uint16_t> src,
     std::vector<int64_t>* dst,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ConvertAsync(src, dst, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ConvertAsync(src, dst, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::ConvertAsync(
@@ -1924,12 +1324,9 @@ std::future<naarpc::Status> StreamerChannelClient::ConvertAsync(
     naarpc::codegen::StreamSource<uint16_t>& src,
     naarpc::codegen::StreamSink<int64_t>& dst,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ConvertAsync(src, dst, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ConvertAsync(src, dst, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::ConvertAsync(
@@ -1983,12 +1380,9 @@ std::future<naarpc::Status> StreamerChannelClient::WideAsync(
     std::vector<uint8_t>* out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::WideAsync(
@@ -2054,12 +1448,9 @@ std::future<naarpc::Status> StreamerChannelClient::WideAsync(
     naarpc::codegen::StreamSink<uint8_t>& out,
     uint32_t* total,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    WideAsync(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, out, total, std::move(naarpc_done), deadline);
+  });
 }
 
 void StreamerChannelClient::WideAsync(
@@ -2127,28 +1518,9 @@ uint8_t StreamerService::Handle(naarpc::NaaCall& call) {
 
 // Digest: 2 parameter region(s), 0 internal, 1 stream(s).
 uint8_t StreamerService::HandleDigest(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 2 || call.internal.size() != 0 ||
-      call.streams.size() != 1) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 8) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.streams[0]->is_input() != true ||
-      call.streams[0]->chunk_size() != 4096 ||
-      call.streams[0]->window() != 4) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_seed = naarpc::codegen::TypedView<uint32_t>(naarpc_p[0].data, 0, 1);
-  const auto naarpc_v_sum = naarpc::codegen::TypedView<double>(naarpc_p[1].data, 0, 1);
+  if (!naarpc::codegen::RegionsMatch(call, StreamerDigestRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_seed = naarpc::codegen::KernelView<uint32_t>(call, StreamerDigestRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_sum = naarpc::codegen::KernelView<double>(call, StreamerDigestRoutine::naarpc_desc, 2, 1);
   if (naarpc_v_seed.empty() ||
       naarpc_v_sum.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -2159,117 +1531,43 @@ uint8_t StreamerService::HandleDigest(naarpc::NaaCall& call) {
       naarpc_v_seed[0],
       naarpc_s_data,
       naarpc_v_sum[0]);
-  if (!naarpc_s_data.error().ok()) {  // whatever the kernel returned
-    call.failure_detail = "Streamer.Digest: stream 'data': " + naarpc_s_data.error().ToString();
-    return naarpc_s_data.malformed() ? naarpc::kNaaStatusBadRegionLayout : naarpc::kNaaStatusKernelFailed;
-  }
-  naarpc_p[1].reply_length = 8;
+  uint8_t naarpc_failed = 0;  // a stream's error ends the call whatever the kernel returned
+  if (naarpc::codegen::StreamFails(call, StreamerDigestRoutine::naarpc_desc, "data", naarpc_s_data, &naarpc_failed)) return naarpc_failed;
+  naarpc::codegen::SetReply(call.params[1], StreamerDigestRoutine::naarpc_desc.params[2]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Convert: 0 parameter region(s), 0 internal, 2 stream(s).
 uint8_t StreamerService::HandleConvert(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 0 || call.internal.size() != 0 ||
-      call.streams.size() != 2) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (call.streams[0]->is_input() != true ||
-      call.streams[0]->chunk_size() != 14 ||
-      call.streams[0]->window() != 1) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (call.streams[1]->is_input() != false ||
-      call.streams[1]->chunk_size() != 40 ||
-      call.streams[1]->window() != 61) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  // Return regions: spec dialect from the metadata region, reference from flags.
+  if (!naarpc::codegen::RegionsMatch(call, StreamerConvertRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
   naarpc::codegen::StreamReader<uint16_t> naarpc_s_src(*call.streams[0]);
   naarpc::codegen::StreamWriter<int64_t> naarpc_s_dst(*call.streams[1]);
   const StreamerError naarpc_status = Convert(
       call,
       naarpc_s_src,
       naarpc_s_dst);
-  if (!naarpc_s_src.error().ok()) {  // whatever the kernel returned
-    call.failure_detail = "Streamer.Convert: stream 'src': " + naarpc_s_src.error().ToString();
-    return naarpc_s_src.malformed() ? naarpc::kNaaStatusBadRegionLayout : naarpc::kNaaStatusKernelFailed;
-  }
-  if (!naarpc_s_dst.error().ok()) {  // whatever the kernel returned
-    call.failure_detail = "Streamer.Convert: stream 'dst': " + naarpc_s_dst.error().ToString();
-    return naarpc::kNaaStatusKernelFailed;
-  }
+  uint8_t naarpc_failed = 0;  // a stream's error ends the call whatever the kernel returned
+  if (naarpc::codegen::StreamFails(call, StreamerConvertRoutine::naarpc_desc, "src", naarpc_s_src, &naarpc_failed)) return naarpc_failed;
+  if (naarpc::codegen::StreamFails(call, StreamerConvertRoutine::naarpc_desc, "dst", naarpc_s_dst, &naarpc_failed)) return naarpc_failed;
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Wide: 13 parameter region(s), 0 internal, 1 stream(s).
 uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 13 || call.internal.size() != 0 ||
-      call.streams.size() != 1) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[2].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[3].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[4].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[5].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[6].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[7].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[8].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[9].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[10].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[11].data.size() != 1) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[12].data.size() != 4) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.streams[0]->is_input() != false ||
-      call.streams[0]->chunk_size() != 16 ||
-      call.streams[0]->window() != 2) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[2].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[3].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[4].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[5].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[6].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[7].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[8].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[9].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[10].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[11].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[12].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[2].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[3].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[4].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[5].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[6].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[7].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[8].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[9].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[10].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[11].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[12].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_a0 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[0].data, 0, 1);
-  const auto naarpc_v_a1 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[1].data, 0, 1);
-  const auto naarpc_v_a2 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[2].data, 0, 1);
-  const auto naarpc_v_a3 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[3].data, 0, 1);
-  const auto naarpc_v_a4 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[4].data, 0, 1);
-  const auto naarpc_v_a5 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[5].data, 0, 1);
-  const auto naarpc_v_a6 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[6].data, 0, 1);
-  const auto naarpc_v_a7 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[7].data, 0, 1);
-  const auto naarpc_v_a8 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[8].data, 0, 1);
-  const auto naarpc_v_a9 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[9].data, 0, 1);
-  const auto naarpc_v_a10 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[10].data, 0, 1);
-  const auto naarpc_v_a11 = naarpc::codegen::TypedView<uint8_t>(naarpc_p[11].data, 0, 1);
-  const auto naarpc_v_total = naarpc::codegen::TypedView<uint32_t>(naarpc_p[12].data, 0, 1);
+  if (!naarpc::codegen::RegionsMatch(call, StreamerWideRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_a0 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_a1 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 1, 1);
+  const auto naarpc_v_a2 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 2, 2);
+  const auto naarpc_v_a3 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 3, 3);
+  const auto naarpc_v_a4 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 4, 4);
+  const auto naarpc_v_a5 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 5, 5);
+  const auto naarpc_v_a6 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 6, 6);
+  const auto naarpc_v_a7 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 7, 7);
+  const auto naarpc_v_a8 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 8, 8);
+  const auto naarpc_v_a9 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 9, 9);
+  const auto naarpc_v_a10 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 10, 10);
+  const auto naarpc_v_a11 = naarpc::codegen::KernelView<uint8_t>(call, StreamerWideRoutine::naarpc_desc, 11, 11);
+  const auto naarpc_v_total = naarpc::codegen::KernelView<uint32_t>(call, StreamerWideRoutine::naarpc_desc, 13, 12);
   if (naarpc_v_a0.empty() ||
       naarpc_v_a1.empty() ||
       naarpc_v_a2.empty() ||
@@ -2302,11 +1600,9 @@ uint8_t StreamerService::HandleWide(naarpc::NaaCall& call) {
       naarpc_v_a11[0],
       naarpc_s_out,
       naarpc_v_total[0]);
-  if (!naarpc_s_out.error().ok()) {  // whatever the kernel returned
-    call.failure_detail = "Streamer.Wide: stream 'out': " + naarpc_s_out.error().ToString();
-    return naarpc::kNaaStatusKernelFailed;
-  }
-  naarpc_p[12].reply_length = 4;
+  uint8_t naarpc_failed = 0;  // a stream's error ends the call whatever the kernel returned
+  if (naarpc::codegen::StreamFails(call, StreamerWideRoutine::naarpc_desc, "out", naarpc_s_out, &naarpc_failed)) return naarpc_failed;
+  naarpc::codegen::SetReply(call.params[12], StreamerWideRoutine::naarpc_desc.params[13]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
@@ -2329,54 +1625,84 @@ std::optional<StencilError> StencilErrorFromStatus(const naarpc::Status& status)
 }
 
 // ===== Stencil: client ===============================================
+// Each routine's descriptor (naarpc/impl/routine.h) and the helper of its
+// convenience stubs: argument checks, copy-in, copy-out.
 namespace {
 
-std::vector<naarpc::RegionSpec> StencilColumnRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(2);
-  regions.push_back({.name = "col",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 32});
-  regions.push_back({.name = "sum",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 8});
-  return regions;
-}
+struct StencilColumnRoutine {
+  static constexpr naarpc::codegen::RoutineTable<2, 0> naarpc_desc{
+      .name = "Stencil.Column", .method = "Column", .code = 1,
+      .error_name = &StencilErrorName,
+      .params = { {
+          {.name = "col", .type = "f64", .direction = naarpc::Direction::kIn, .element_size = 8, .count = 4},
+          {.name = "sum", .type = "f64", .direction = naarpc::Direction::kOut, .element_size = 8, .count = 1},
+      } }};
+  static naarpc::codegen::CallArgs<StencilClient::ColumnCall> naarpc_args(
+      [[maybe_unused]] naarpc::StridedView<const double> col,
+      [[maybe_unused]] double* sum) {
+    return {.check = naarpc::codegen::FirstError({[&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::Strided(4u, 1u, 5u, 2u);
+        return col.Check(naarpc_layout, "Stencil.Column: parameter 'col'"); }(),
+                                                  naarpc::codegen::ArgCheck(naarpc_desc, 1)(sum)}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              col.GatherTo(naarpc_c.col());
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              *sum = naarpc_c.sum()[0];
+            }};
+  }
+};
 
-std::vector<naarpc::RegionSpec> StencilHaloRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(1);
-  regions.push_back({.name = "face",
-                     .direction = naarpc::Direction::kInOut,
-                     .size = 64});
-  return regions;
-}
+struct StencilHaloRoutine {
+  static constexpr naarpc::codegen::RoutineTable<1, 0> naarpc_desc{
+      .name = "Stencil.Halo", .method = "Halo", .code = 2,
+      .error_name = &StencilErrorName,
+      .params = { {
+          {.name = "face", .type = "f32", .direction = naarpc::Direction::kInOut, .element_size = 4, .count = 16},
+      } }};
+  static naarpc::codegen::CallArgs<StencilClient::HaloCall> naarpc_args(
+      [[maybe_unused]] naarpc::StridedView<float> face) {
+    return {.check = naarpc::codegen::FirstError({[&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::SubArray({4u, 4u, 4u}, {4u, 4u, 1u}, {0u, 0u, 3u});
+        return face.Check(naarpc_layout, "Stencil.Halo: parameter 'face'"); }()}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              face.GatherTo(naarpc_c.face());
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              face.ScatterFrom(naarpc_c.face());
+            }};
+  }
+};
 
-std::vector<naarpc::RegionSpec> StencilMeshRegions() {
-  std::vector<naarpc::RegionSpec> regions;
-  regions.reserve(2);
-  regions.push_back({.name = "xyz",
-                     .direction = naarpc::Direction::kIn,
-                     .size = 24});
-  regions.push_back({.name = "picked",
-                     .direction = naarpc::Direction::kOut,
-                     .size = 10});
-  return regions;
-}
+struct StencilMeshRoutine {
+  static constexpr naarpc::codegen::RoutineTable<2, 0> naarpc_desc{
+      .name = "Stencil.Mesh", .method = "Mesh", .code = 3,
+      .error_name = &StencilErrorName,
+      .params = { {
+          {.name = "xyz", .type = "f32", .direction = naarpc::Direction::kIn, .element_size = 4, .count = 6},
+          {.name = "picked", .type = "u16", .direction = naarpc::Direction::kOut, .element_size = 2, .count = 5},
+      } }};
+  static naarpc::codegen::CallArgs<StencilClient::MeshCall> naarpc_args(
+      [[maybe_unused]] naarpc::StridedView<const float> xyz,
+      [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
+    return {.check = naarpc::codegen::FirstError({[&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::Interleaved({1u, 1u, 1u}, 6u);
+        return xyz.Check(naarpc_layout, "Stencil.Mesh: parameter 'xyz'"); }(),
+                                                  [&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::Composite({{8u, 2u}, {0u, 3u}});
+        return picked.Check(naarpc_layout, "Stencil.Mesh: parameter 'picked'"); }()}),
+            .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
+              xyz.GatherTo(naarpc_c.xyz());
+            },
+            .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
+              picked.ScatterFrom(naarpc_c.picked());
+            }};
+  }
+};
 
 }  // namespace
 
 StencilClient::StencilClient(naarpc::Transport& transport, std::string host,
                   uint16_t port, const naarpc::codegen::StubOptions& options)
-    : pool_column_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Stencil.Column", StencilColumnRegions(),
-          options))
-    , pool_halo_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Stencil.Halo", StencilHaloRegions(),
-          options))
-    , pool_mesh_(std::make_shared<naarpc::codegen::SessionPool>(
-          transport, host, port, "Stencil.Mesh", StencilMeshRegions(),
-          options))
+    : pool_column_(naarpc::codegen::NewPool(transport, host, port, StencilColumnRoutine::naarpc_desc, options))
+    , pool_halo_(naarpc::codegen::NewPool(transport, host, port, StencilHaloRoutine::naarpc_desc, options))
+    , pool_mesh_(naarpc::codegen::NewPool(transport, host, port, StencilMeshRoutine::naarpc_desc, options))
     , engine_(options.max_sessions_per_routine * 3)
 {}
 
@@ -2385,21 +1711,16 @@ StencilClient::~StencilClient() = default;
 // ----- Column
 
 naarpc::Result<StencilClient::ColumnCall> StencilClient::NewColumnCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_column_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return ColumnCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_column_, deadline,
+      [](auto naarpc_l) { return ColumnCall(std::move(naarpc_l)); });
 }
 
 std::span<double> StencilClient::ColumnCall::col() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(0),
-      0, 4);
+  return naarpc::codegen::ParamView<double>(lease_, StencilColumnRoutine::naarpc_desc, 0);
 }
 
 std::span<double> StencilClient::ColumnCall::sum() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<double>(lease_.session()->buffer(1),
-      0, 1);
+  return naarpc::codegen::ParamView<double>(lease_, StencilColumnRoutine::naarpc_desc, 1);
 }
 
 naarpc::Status StencilClient::ColumnCall::Invoke(naarpc::Deadline deadline) {
@@ -2408,80 +1729,29 @@ naarpc::Status StencilClient::ColumnCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status StencilClient::ColumnCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Stencil.Column: the call's connection failed; start a new call with NewColumnCall()");
-  }
-  const naarpc::CallOptions naarpc_options;
-  naarpc::Status naarpc_status = lease_.StartCall(kColumnFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, StencilColumnRoutine::naarpc_desc, {}, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status StencilClient::ColumnCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Stencil.Column",
-        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, StencilColumnRoutine::naarpc_desc, {}, std::move(naarpc_status));
 }
-
-namespace {
-
-// Stencil.Column's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Column() and ColumnAsync().
-naarpc::Status StencilColumnCheckArgs(
-    [[maybe_unused]] naarpc::StridedView<const double> col,
-    [[maybe_unused]] double* sum) {
-  {
-    static const naarpc::Layout naarpc_layout = naarpc::Layout::Strided(4u, 1u, 5u, 2u);
-    NAARPC_RETURN_IF_ERROR(col.Check(naarpc_layout, "Stencil.Column: parameter 'col'"));
-  }
-  if (sum == nullptr) {
-    return naarpc::InvalidArgumentError("Stencil.Column: parameter 'sum' must not be null; nothing was sent");
-  }
-  return naarpc::Status::Ok();
-}
-
-void StencilColumnCopyIn([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<const double> col,
-    [[maybe_unused]] double* sum) {
-  col.GatherTo(naarpc_c.col());
-}
-
-void StencilColumnCopyOut([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<const double> col,
-    [[maybe_unused]] double* sum) {
-  *sum = naarpc_c.sum()[0];
-}
-
-}  // namespace
 
 naarpc::Status StencilClient::Column(
     naarpc::StridedView<const double> col,
     double* sum,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(StencilColumnCheckArgs(col, sum));
-  auto naarpc_call = NewColumnCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StencilColumnCopyIn(*naarpc_call, col, sum);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  StencilColumnCopyOut(*naarpc_call, col, sum);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StencilColumnRoutine::naarpc_args(col, sum),
+      [this](naarpc::Deadline naarpc_d) { return NewColumnCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> StencilClient::ColumnAsync(
     naarpc::StridedView<const double> col,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ColumnAsync(col, sum,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ColumnAsync(col, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilClient::ColumnAsync(
@@ -2489,31 +1759,19 @@ void StencilClient::ColumnAsync(
     double* sum,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = StencilColumnCheckArgs(col, sum);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_column_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<ColumnCall>>(
-          deadline,
-          [=](ColumnCall& naarpc_c) { StencilColumnCopyIn(naarpc_c, col, sum); },
-          [=](ColumnCall& naarpc_c) { StencilColumnCopyOut(naarpc_c, col, sum); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_column_,
+      StencilColumnRoutine::naarpc_args(col, sum), deadline, std::move(done));
 }
 
 // ----- Halo
 
 naarpc::Result<StencilClient::HaloCall> StencilClient::NewHaloCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_halo_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return HaloCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_halo_, deadline,
+      [](auto naarpc_l) { return HaloCall(std::move(naarpc_l)); });
 }
 
 std::span<float> StencilClient::HaloCall::face() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<float>(lease_.session()->buffer(0),
-      0, 16);
+  return naarpc::codegen::ParamView<float>(lease_, StencilHaloRoutine::naarpc_desc, 0);
 }
 
 naarpc::Status StencilClient::HaloCall::Invoke(naarpc::Deadline deadline) {
@@ -2522,109 +1780,50 @@ naarpc::Status StencilClient::HaloCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status StencilClient::HaloCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Stencil.Halo: the call's connection failed; start a new call with NewHaloCall()");
-  }
-  const naarpc::CallOptions naarpc_options;
-  naarpc::Status naarpc_status = lease_.StartCall(kHaloFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, StencilHaloRoutine::naarpc_desc, {}, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status StencilClient::HaloCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Stencil.Halo",
-        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, StencilHaloRoutine::naarpc_desc, {}, std::move(naarpc_status));
 }
-
-namespace {
-
-// Stencil.Halo's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Halo() and HaloAsync().
-naarpc::Status StencilHaloCheckArgs(
-    [[maybe_unused]] naarpc::StridedView<float> face) {
-  {
-    static const naarpc::Layout naarpc_layout = naarpc::Layout::SubArray({4u, 4u, 4u}, {4u, 4u, 1u}, {0u, 0u, 3u});
-    NAARPC_RETURN_IF_ERROR(face.Check(naarpc_layout, "Stencil.Halo: parameter 'face'"));
-  }
-  return naarpc::Status::Ok();
-}
-
-void StencilHaloCopyIn([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<float> face) {
-  face.GatherTo(naarpc_c.face());
-}
-
-void StencilHaloCopyOut([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<float> face) {
-  face.ScatterFrom(naarpc_c.face());
-}
-
-}  // namespace
 
 naarpc::Status StencilClient::Halo(
     naarpc::StridedView<float> face,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(StencilHaloCheckArgs(face));
-  auto naarpc_call = NewHaloCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StencilHaloCopyIn(*naarpc_call, face);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  StencilHaloCopyOut(*naarpc_call, face);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StencilHaloRoutine::naarpc_args(face),
+      [this](naarpc::Deadline naarpc_d) { return NewHaloCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> StencilClient::HaloAsync(
     naarpc::StridedView<float> face,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  HaloAsync(face,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    HaloAsync(face, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilClient::HaloAsync(
     naarpc::StridedView<float> face,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = StencilHaloCheckArgs(face);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_halo_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<HaloCall>>(
-          deadline,
-          [=](HaloCall& naarpc_c) { StencilHaloCopyIn(naarpc_c, face); },
-          [=](HaloCall& naarpc_c) { StencilHaloCopyOut(naarpc_c, face); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_halo_,
+      StencilHaloRoutine::naarpc_args(face), deadline, std::move(done));
 }
 
 // ----- Mesh
 
 naarpc::Result<StencilClient::MeshCall> StencilClient::NewMeshCall(naarpc::Deadline deadline) {
-  auto naarpc_lease = pool_mesh_->Acquire(deadline);
-  if (!naarpc_lease.ok()) return naarpc_lease.status();
-  return MeshCall(std::move(naarpc_lease).value());
+  return naarpc::codegen::NewCall(*pool_mesh_, deadline,
+      [](auto naarpc_l) { return MeshCall(std::move(naarpc_l)); });
 }
 
 std::span<float> StencilClient::MeshCall::xyz() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<float>(lease_.session()->buffer(0),
-      0, 6);
+  return naarpc::codegen::ParamView<float>(lease_, StencilMeshRoutine::naarpc_desc, 0);
 }
 
 std::span<uint16_t> StencilClient::MeshCall::picked() const {
-  if (!lease_) return {};
-  return naarpc::codegen::TypedView<uint16_t>(lease_.session()->buffer(1),
-      0, 5);
+  return naarpc::codegen::ParamView<uint16_t>(lease_, StencilMeshRoutine::naarpc_desc, 1);
 }
 
 naarpc::Status StencilClient::MeshCall::Invoke(naarpc::Deadline deadline) {
@@ -2633,81 +1832,29 @@ naarpc::Status StencilClient::MeshCall::Invoke(naarpc::Deadline deadline) {
 }
 
 naarpc::Status StencilClient::MeshCall::StartAsync(naarpc::Deadline deadline) {
-  if (!lease_) {
-    return naarpc::FailedPreconditionError(
-        "Stencil.Mesh: the call's connection failed; start a new call with NewMeshCall()");
-  }
-  const naarpc::CallOptions naarpc_options;
-  naarpc::Status naarpc_status = lease_.StartCall(kMeshFunctionCode, deadline, naarpc_options);
-  return naarpc_status.ok() ? naarpc_status : FinishAsync(std::move(naarpc_status));
+  return naarpc::codegen::StartCall(lease_, StencilMeshRoutine::naarpc_desc, {}, deadline,
+      [this](naarpc::Status naarpc_s) { return FinishAsync(std::move(naarpc_s)); });
 }
 
 naarpc::Status StencilClient::MeshCall::FinishAsync(naarpc::Status naarpc_status) {
-  naarpc_status = lease_.EndCall(std::move(naarpc_status));
-  if (!naarpc_status.ok()) {
-    return naarpc::codegen::AnnotateCallStatus(
-        naarpc_status, "Stencil.Mesh",
-        naarpc_status.wire_code() ? StencilErrorName(*naarpc_status.wire_code()) : "");
-  }
-  return naarpc::Status::Ok();
+  return naarpc::codegen::FinishCall(lease_, StencilMeshRoutine::naarpc_desc, {}, std::move(naarpc_status));
 }
-
-namespace {
-
-// Stencil.Mesh's argument checks (nothing is sent if they fail), copy-in and
-// copy-out: shared by Mesh() and MeshAsync().
-naarpc::Status StencilMeshCheckArgs(
-    [[maybe_unused]] naarpc::StridedView<const float> xyz,
-    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
-  {
-    static const naarpc::Layout naarpc_layout = naarpc::Layout::Interleaved({1u, 1u, 1u}, 6u);
-    NAARPC_RETURN_IF_ERROR(xyz.Check(naarpc_layout, "Stencil.Mesh: parameter 'xyz'"));
-  }
-  {
-    static const naarpc::Layout naarpc_layout = naarpc::Layout::Composite({{8u, 2u}, {0u, 3u}});
-    NAARPC_RETURN_IF_ERROR(picked.Check(naarpc_layout, "Stencil.Mesh: parameter 'picked'"));
-  }
-  return naarpc::Status::Ok();
-}
-
-void StencilMeshCopyIn([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<const float> xyz,
-    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
-  xyz.GatherTo(naarpc_c.xyz());
-}
-
-void StencilMeshCopyOut([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
-    [[maybe_unused]] naarpc::StridedView<const float> xyz,
-    [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
-  picked.ScatterFrom(naarpc_c.picked());
-}
-
-}  // namespace
 
 naarpc::Status StencilClient::Mesh(
     naarpc::StridedView<const float> xyz,
     naarpc::StridedView<uint16_t> picked,
     naarpc::Deadline deadline) {
-  NAARPC_RETURN_IF_ERROR(StencilMeshCheckArgs(xyz, picked));
-  auto naarpc_call = NewMeshCall(deadline);
-  if (!naarpc_call.ok()) return naarpc_call.status();
-  StencilMeshCopyIn(*naarpc_call, xyz, picked);
-  NAARPC_RETURN_IF_ERROR(naarpc_call->Invoke(deadline));
-  StencilMeshCopyOut(*naarpc_call, xyz, picked);
-  return naarpc::Status::Ok();
+  return naarpc::codegen::RunSync(StencilMeshRoutine::naarpc_args(xyz, picked),
+      [this](naarpc::Deadline naarpc_d) { return NewMeshCall(naarpc_d); }, deadline);
 }
 
 std::future<naarpc::Status> StencilClient::MeshAsync(
     naarpc::StridedView<const float> xyz,
     naarpc::StridedView<uint16_t> picked,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  MeshAsync(xyz, picked,
-
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    MeshAsync(xyz, picked, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilClient::MeshAsync(
@@ -2715,17 +1862,8 @@ void StencilClient::MeshAsync(
     naarpc::StridedView<uint16_t> picked,
     std::function<void(naarpc::Status)> done,
     naarpc::Deadline deadline) {
-  naarpc::Status naarpc_check = StencilMeshCheckArgs(xyz, picked);
-  if (!naarpc_check.ok()) {
-    this->engine_.Reject(std::move(naarpc_check), std::move(done));
-    return;
-  }
-  this->engine_.Submit(this->pool_mesh_, deadline,
-      std::make_unique<naarpc::codegen::CallOp<MeshCall>>(
-          deadline,
-          [=](MeshCall& naarpc_c) { StencilMeshCopyIn(naarpc_c, xyz, picked); },
-          [=](MeshCall& naarpc_c) { StencilMeshCopyOut(naarpc_c, xyz, picked); }),
-      std::move(done));
+  naarpc::codegen::RunAsync(this->engine_, this->pool_mesh_,
+      StencilMeshRoutine::naarpc_args(xyz, picked), deadline, std::move(done));
 }
 
 // ===== Stencil: client over a channel of NAAs ==========================
@@ -2755,12 +1893,9 @@ std::future<naarpc::Status> StencilChannelClient::ColumnAsync(
     naarpc::StridedView<const double> col,
     double* sum,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  ColumnAsync(col, sum, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    ColumnAsync(col, sum, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilChannelClient::ColumnAsync(
@@ -2788,12 +1923,9 @@ naarpc::Status StencilChannelClient::Halo(
 std::future<naarpc::Status> StencilChannelClient::HaloAsync(
     naarpc::StridedView<float> face,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  HaloAsync(face, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    HaloAsync(face, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilChannelClient::HaloAsync(
@@ -2822,12 +1954,9 @@ std::future<naarpc::Status> StencilChannelClient::MeshAsync(
     naarpc::StridedView<const float> xyz,
     naarpc::StridedView<uint16_t> picked,
     naarpc::Deadline deadline) {
-  auto naarpc_promise = std::make_shared<std::promise<naarpc::Status>>();
-  std::future<naarpc::Status> naarpc_future = naarpc_promise->get_future();
-  MeshAsync(xyz, picked, 
-      [naarpc_promise](naarpc::Status naarpc_s) { naarpc_promise->set_value(std::move(naarpc_s)); },
-      deadline);
-  return naarpc_future;
+  return naarpc::codegen::AsFuture([&](auto naarpc_done) {
+    MeshAsync(xyz, picked, std::move(naarpc_done), deadline);
+  });
 }
 
 void StencilChannelClient::MeshAsync(
@@ -2883,22 +2012,9 @@ uint8_t StencilService::Handle(naarpc::NaaCall& call) {
 
 // Column: 2 parameter region(s), 0 internal.
 uint8_t StencilService::HandleColumn(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 2 || call.internal.size() != 0) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 32) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 8) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_col = naarpc::codegen::TypedView<double>(naarpc_p[0].data, 0, 4);
-  const auto naarpc_v_sum = naarpc::codegen::TypedView<double>(naarpc_p[1].data, 0, 1);
+  if (!naarpc::codegen::RegionsMatch(call, StencilColumnRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_col = naarpc::codegen::KernelView<double>(call, StencilColumnRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_sum = naarpc::codegen::KernelView<double>(call, StencilColumnRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_col.empty() ||
       naarpc_v_sum.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -2907,52 +2023,29 @@ uint8_t StencilService::HandleColumn(naarpc::NaaCall& call) {
       call,
       std::span<const double>(naarpc_v_col),
       naarpc_v_sum[0]);
-  naarpc_p[1].reply_length = 8;
+  naarpc::codegen::SetReply(call.params[1], StencilColumnRoutine::naarpc_desc.params[1]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Halo: 1 parameter region(s), 0 internal.
 uint8_t StencilService::HandleHalo(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 1 || call.internal.size() != 0) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 64) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x0c) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_face = naarpc::codegen::TypedView<float>(naarpc_p[0].data, 0, 16);
+  if (!naarpc::codegen::RegionsMatch(call, StencilHaloRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_face = naarpc::codegen::KernelView<float>(call, StencilHaloRoutine::naarpc_desc, 0, 0);
   if (naarpc_v_face.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
   }
   const StencilError naarpc_status = Halo(
       call,
       naarpc_v_face);
-  naarpc_p[0].reply_length = 64;
+  naarpc::codegen::SetReply(call.params[0], StencilHaloRoutine::naarpc_desc.params[0]);
   return static_cast<uint8_t>(naarpc_status);
 }
 
 // Mesh: 2 parameter region(s), 0 internal.
 uint8_t StencilService::HandleMesh(naarpc::NaaCall& call) {
-  const std::span<naarpc::NaaRegion> naarpc_p = call.params;
-  if (naarpc_p.size() != 2 || call.internal.size() != 0) {
-    return naarpc::kNaaStatusBadRegionLayout;
-  }
-  if (naarpc_p[0].data.size() != 24) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].data.size() != 10) return naarpc::kNaaStatusBadRegionLayout;
-  // Return regions: spec dialect from the metadata region, reference from flags.
-  if (naarpc_p[0].is_output != false) return naarpc::kNaaStatusBadRegionLayout;
-  if (naarpc_p[1].is_output != true) return naarpc::kNaaStatusBadRegionLayout;
-  if (call.dialect == naarpc::Dialect::kReference) {
-    // Reference dialect: the MRSP flags must match the IDL directions.
-    if ((naarpc_p[0].flags & 0x0e) != 0x04) return naarpc::kNaaStatusBadRegionLayout;
-    if ((naarpc_p[1].flags & 0x0e) != 0x08) return naarpc::kNaaStatusBadRegionLayout;
-  }
-  const auto naarpc_v_xyz = naarpc::codegen::TypedView<float>(naarpc_p[0].data, 0, 6);
-  const auto naarpc_v_picked = naarpc::codegen::TypedView<uint16_t>(naarpc_p[1].data, 0, 5);
+  if (!naarpc::codegen::RegionsMatch(call, StencilMeshRoutine::naarpc_desc)) return naarpc::kNaaStatusBadRegionLayout;
+  const auto naarpc_v_xyz = naarpc::codegen::KernelView<float>(call, StencilMeshRoutine::naarpc_desc, 0, 0);
+  const auto naarpc_v_picked = naarpc::codegen::KernelView<uint16_t>(call, StencilMeshRoutine::naarpc_desc, 1, 1);
   if (naarpc_v_xyz.empty() ||
       naarpc_v_picked.empty()) {
     return naarpc::kNaaStatusBadRegionLayout;  // misaligned buffers
@@ -2961,7 +2054,7 @@ uint8_t StencilService::HandleMesh(naarpc::NaaCall& call) {
       call,
       std::span<const float>(naarpc_v_xyz),
       naarpc_v_picked);
-  naarpc_p[1].reply_length = 10;
+  naarpc::codegen::SetReply(call.params[1], StencilMeshRoutine::naarpc_desc.params[1]);
   return static_cast<uint8_t>(naarpc_status);
 }
 

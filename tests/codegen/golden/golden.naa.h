@@ -50,6 +50,13 @@ std::optional<KitchenError> KitchenErrorFromStatus(const naarpc::Status& status)
 // Typed stubs. Every method checks the sizes of its arguments first (nothing
 // is sent on kInvalidArgument); a non-zero NAA status comes back as
 // kNaaError whose wire_code() is the status and whose message names it.
+// <R>Async: the arguments must stay valid until the future is ready (or
+// `done` has run). Calls in flight at once:
+// StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+// completion engine drives them all from one thread (no thread per call).
+// Dropping the future does not wait for the call. The form with `done`
+// calls it with the status on a client thread (never before <R>Async has
+// returned); `done` must not block.
 class KitchenClientInterface {
  public:
   static constexpr uint8_t kMixedFunctionCode = 7;
@@ -80,11 +87,6 @@ class KitchenClientInterface {
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
-  // Asynchronous Mixed: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
@@ -96,8 +98,6 @@ class KitchenClientInterface {
       std::span<int8_t> fixed_io,
       std::vector<uint64_t>* var_io,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before MixedAsync has returned); `done` must not block.
   virtual void MixedAsync(
       std::span<const uint16_t> fixed_in,
       int32_t scalar_in,
@@ -118,17 +118,10 @@ class KitchenClientInterface {
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
-  // Asynchronous Echo: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
       naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before EchoAsync has returned); `done` must not block.
   virtual void EchoAsync(
       std::span<const uint8_t> x,
       std::vector<uint8_t>* y,
@@ -198,8 +191,8 @@ class KitchenClient final : public KitchenClientInterface {
     // var_in: in, up to 16 x f64; the capacity.
     std::span<double> var_in() const;
     // Elements of var_in to send (<= 16).
-    void set_var_in_size(size_t n) { var_in_size_ = n; }
-    size_t var_in_size() const { return var_in_size_; }
+    void set_var_in_size(size_t n) { naarpc_sizes_[2] = n; }
+    size_t var_in_size() const { return naarpc_sizes_[2]; }
     // blob: in, 32 x bytes.
     std::span<std::byte> blob() const;
     // fixed_out: out, 4 x i64.
@@ -208,14 +201,14 @@ class KitchenClient final : public KitchenClientInterface {
     std::span<float> scalar_out() const;
     // var_out: out, up to 10 x u32; the capacity.
     std::span<uint32_t> var_out() const;
-    size_t var_out_size() const { return var_out_size_; }
+    size_t var_out_size() const { return naarpc_sizes_[6]; }
     // fixed_io: inout, 3 x i8.
     std::span<int8_t> fixed_io() const;
     // var_io: inout, up to 5 x u64; the capacity.
     std::span<uint64_t> var_io() const;
     // Elements of var_io to send (<= 5); after Invoke() the returned count.
-    void set_var_io_size(size_t n) { var_io_size_ = n; }
-    size_t var_io_size() const { return var_io_size_; }
+    void set_var_io_size(size_t n) { naarpc_sizes_[8] = n; }
+    size_t var_io_size() const { return naarpc_sizes_[8]; }
     naarpc::Status Invoke(
         naarpc::Deadline deadline = naarpc::Deadline::After(kMixedDefaultDeadline));
 
@@ -228,9 +221,7 @@ class KitchenClient final : public KitchenClientInterface {
     naarpc::Status StartAsync(naarpc::Deadline deadline);
     naarpc::Status FinishAsync(naarpc::Status status);
     naarpc::codegen::SessionPool::Lease lease_;
-    size_t var_in_size_ = 0;
-    size_t var_out_size_ = 0;
-    size_t var_io_size_ = 0;
+    size_t naarpc_sizes_[9] = {};  // of the variable-length parameters
   };
   // Waits for a free connection of Mixed (connecting if needed).
   naarpc::Result<MixedCall> NewMixedCall(
@@ -258,11 +249,11 @@ class KitchenClient final : public KitchenClientInterface {
     // x: in, up to 100 x u8; the capacity.
     std::span<uint8_t> x() const;
     // Elements of x to send (<= 100).
-    void set_x_size(size_t n) { x_size_ = n; }
-    size_t x_size() const { return x_size_; }
+    void set_x_size(size_t n) { naarpc_sizes_[0] = n; }
+    size_t x_size() const { return naarpc_sizes_[0]; }
     // y: out, up to 100 x u8; the capacity.
     std::span<uint8_t> y() const;
-    size_t y_size() const { return y_size_; }
+    size_t y_size() const { return naarpc_sizes_[1]; }
     naarpc::Status Invoke(
         naarpc::Deadline deadline = naarpc::Deadline::After(kEchoDefaultDeadline));
 
@@ -275,8 +266,7 @@ class KitchenClient final : public KitchenClientInterface {
     naarpc::Status StartAsync(naarpc::Deadline deadline);
     naarpc::Status FinishAsync(naarpc::Status status);
     naarpc::codegen::SessionPool::Lease lease_;
-    size_t x_size_ = 0;
-    size_t y_size_ = 0;
+    size_t naarpc_sizes_[2] = {};  // of the variable-length parameters
   };
   // Waits for a free connection of Echo (connecting if needed).
   naarpc::Result<EchoCall> NewEchoCall(
@@ -441,6 +431,13 @@ std::optional<SecondError> SecondErrorFromStatus(const naarpc::Status& status);
 // Typed stubs. Every method checks the sizes of its arguments first (nothing
 // is sent on kInvalidArgument); a non-zero NAA status comes back as
 // kNaaError whose wire_code() is the status and whose message names it.
+// <R>Async: the arguments must stay valid until the future is ready (or
+// `done` has run). Calls in flight at once:
+// StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+// completion engine drives them all from one thread (no thread per call).
+// Dropping the future does not wait for the call. The form with `done`
+// calls it with the status on a client thread (never before <R>Async has
+// returned); `done` must not block.
 class SecondClientInterface {
  public:
   static constexpr uint8_t kPingFunctionCode = 1;
@@ -453,16 +450,9 @@ class SecondClientInterface {
   virtual naarpc::Status Ping(
       uint32_t* v,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
-  // Asynchronous Ping: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> PingAsync(
       uint32_t* v,
       naarpc::Deadline deadline = naarpc::Deadline::After(kPingDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before PingAsync has returned); `done` must not block.
   virtual void PingAsync(
       uint32_t* v,
       std::function<void(naarpc::Status)> done,
@@ -609,6 +599,13 @@ std::optional<StreamerError> StreamerErrorFromStatus(const naarpc::Status& statu
 // Typed stubs. Every method checks the sizes of its arguments first (nothing
 // is sent on kInvalidArgument); a non-zero NAA status comes back as
 // kNaaError whose wire_code() is the status and whose message names it.
+// <R>Async: the arguments must stay valid until the future is ready (or
+// `done` has run). Calls in flight at once:
+// StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+// completion engine drives them all from one thread (no thread per call).
+// Dropping the future does not wait for the call. The form with `done`
+// calls it with the status on a client thread (never before <R>Async has
+// returned); `done` must not block.
 class StreamerClientInterface {
  public:
   static constexpr uint8_t kDigestFunctionCode = 2;
@@ -629,18 +626,11 @@ class StreamerClientInterface {
       std::span<const float> data,
       double* sum,
       naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
-  // Asynchronous Digest: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> DigestAsync(
       uint32_t seed,
       std::span<const float> data,
       double* sum,
       naarpc::Deadline deadline = naarpc::Deadline::After(kDigestDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before DigestAsync has returned); `done` must not block.
   virtual void DigestAsync(
       uint32_t seed,
       std::span<const float> data,
@@ -677,17 +667,10 @@ class StreamerClientInterface {
       std::span<const uint16_t> src,
       std::vector<int64_t>* dst,
       naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
-  // Asynchronous Convert: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> ConvertAsync(
       std::span<const uint16_t> src,
       std::vector<int64_t>* dst,
       naarpc::Deadline deadline = naarpc::Deadline::After(kConvertDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before ConvertAsync has returned); `done` must not block.
   virtual void ConvertAsync(
       std::span<const uint16_t> src,
       std::vector<int64_t>* dst,
@@ -744,11 +727,6 @@ class StreamerClientInterface {
       std::vector<uint8_t>* out,
       uint32_t* total,
       naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
-  // Asynchronous Wide: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> WideAsync(
       uint8_t a0,
       uint8_t a1,
@@ -765,8 +743,6 @@ class StreamerClientInterface {
       std::vector<uint8_t>* out,
       uint32_t* total,
       naarpc::Deadline deadline = naarpc::Deadline::After(kWideDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before WideAsync has returned); `done` must not block.
   virtual void WideAsync(
       uint8_t a0,
       uint8_t a1,
@@ -1407,6 +1383,13 @@ std::optional<StencilError> StencilErrorFromStatus(const naarpc::Status& status)
 // Typed stubs. Every method checks the sizes of its arguments first (nothing
 // is sent on kInvalidArgument); a non-zero NAA status comes back as
 // kNaaError whose wire_code() is the status and whose message names it.
+// <R>Async: the arguments must stay valid until the future is ready (or
+// `done` has run). Calls in flight at once:
+// StubOptions::max_sessions_per_routine; more wait in a queue. The client's
+// completion engine drives them all from one thread (no thread per call).
+// Dropping the future does not wait for the call. The form with `done`
+// calls it with the status on a client thread (never before <R>Async has
+// returned); `done` must not block.
 class StencilClientInterface {
  public:
   static constexpr uint8_t kColumnFunctionCode = 1;
@@ -1425,17 +1408,10 @@ class StencilClientInterface {
       naarpc::StridedView<const double> col,
       double* sum,
       naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
-  // Asynchronous Column: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> ColumnAsync(
       naarpc::StridedView<const double> col,
       double* sum,
       naarpc::Deadline deadline = naarpc::Deadline::After(kColumnDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before ColumnAsync has returned); `done` must not block.
   virtual void ColumnAsync(
       naarpc::StridedView<const double> col,
       double* sum,
@@ -1447,16 +1423,9 @@ class StencilClientInterface {
   virtual naarpc::Status Halo(
       naarpc::StridedView<float> face,
       naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
-  // Asynchronous Halo: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> HaloAsync(
       naarpc::StridedView<float> face,
       naarpc::Deadline deadline = naarpc::Deadline::After(kHaloDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before HaloAsync has returned); `done` must not block.
   virtual void HaloAsync(
       naarpc::StridedView<float> face,
       std::function<void(naarpc::Status)> done,
@@ -1469,17 +1438,10 @@ class StencilClientInterface {
       naarpc::StridedView<const float> xyz,
       naarpc::StridedView<uint16_t> picked,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
-  // Asynchronous Mesh: the arguments must stay valid until the future
-  // is ready (or `done` has run). Calls in flight at once:
-  // StubOptions::max_sessions_per_routine; more wait in a queue. The client's
-  // completion engine drives them all from one thread (no thread per call).
-  // Dropping the future does not wait for the call.
   [[nodiscard]] virtual std::future<naarpc::Status> MeshAsync(
       naarpc::StridedView<const float> xyz,
       naarpc::StridedView<uint16_t> picked,
       naarpc::Deadline deadline = naarpc::Deadline::After(kMeshDefaultDeadline)) = 0;
-  // The same, calling `done` with the status on a client thread (never
-  // before MeshAsync has returned); `done` must not block.
   virtual void MeshAsync(
       naarpc::StridedView<const float> xyz,
       naarpc::StridedView<uint16_t> picked,

@@ -1,8 +1,8 @@
 // C++ names: what an IDL name must not be, and the names the generated code
 // derives from IDL names (the templates in codegen/templates/ use exactly
 // these, through the IR's `cpp` members).
-#ifndef NAARPC_IDL_INTERNAL_CPP_NAMES_H_
-#define NAARPC_IDL_INTERNAL_CPP_NAMES_H_
+#ifndef NAARPC_IDL_CPP_CPP_NAMES_H_
+#define NAARPC_IDL_CPP_CPP_NAMES_H_
 
 #include <string>
 #include <string_view>
@@ -14,7 +14,7 @@ namespace naarpc::idl::internal {
 // C++ keywords (and alternative tokens, contextual keywords) plus names the
 // generated code uses unqualified: std, naarpc, NULL, size_t, intN_t, ...
 bool IsReservedWord(std::string_view name);
-// A macro of the headers generated code includes (idl/internal/cpp_macros.inc).
+// A macro of the headers generated code includes (idl/cpp/cpp_macros.inc).
 bool IsHeaderMacro(std::string_view name);
 
 // Why `name` cannot be an IDL identifier (keyword, reserved in C++, the
@@ -31,4 +31,4 @@ void AssignCppNames(IdlFile& idl);
 
 }  // namespace naarpc::idl::internal
 
-#endif  // NAARPC_IDL_INTERNAL_CPP_NAMES_H_
+#endif  // NAARPC_IDL_CPP_CPP_NAMES_H_

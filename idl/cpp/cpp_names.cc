@@ -1,4 +1,4 @@
-#include "idl/internal/cpp_names.h"
+#include "idl/cpp/cpp_names.h"
 
 #include <algorithm>
 #include <cctype>
@@ -27,7 +27,7 @@ constexpr std::string_view kReservedWords[] = {
 };
 
 constexpr std::string_view kHeaderMacros[] = {
-#include "idl/internal/cpp_macros.inc"
+#include "idl/cpp/cpp_macros.inc"
 };
 
 std::string ClientType(const Param& p) {
@@ -167,7 +167,7 @@ void AssignCppNames(IdlFile& idl) {
       r.cpp.timeout_constant = "k" + R + "Timeout";
       r.cpp.handler = "Handle" + R;
       r.cpp.pool_member = "pool_" + SnakeFromCamel(R) + "_";
-      r.cpp.regions_helper = S + R + "Regions";
+      r.cpp.routine_struct = S + R + "Routine";
       // The callback form of <R>Async has the most arguments: params,
       // done, deadline.
       r.cpp.mock_packs_arguments = r.params.size() + 2 > kMaxMockArguments;
@@ -184,7 +184,6 @@ void AssignCppNames(IdlFile& idl) {
         p.cpp.accessor = p.is_stream() ? "" : p.name;
         p.cpp.size_getter = p.variable ? p.name + "_size" : "";
         p.cpp.size_setter = p.variable && p.is_input() ? "set_" + p.name + "_size" : "";
-        p.cpp.size_member = p.variable ? p.name + "_size_" : "";
       }
       for (Internal& i : r.internals) {
         i.cpp.kernel_type = "std::span<" + std::string(Describe(i.type).cpp) + ">";

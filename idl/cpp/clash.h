@@ -8,8 +8,8 @@
 //
 // The model follows codegen/templates/*.j2; //tests/idl:generator_fuzz_test
 // compiles random IDLs with hostile names to keep the two in step.
-#ifndef NAARPC_IDL_INTERNAL_CLASH_H_
-#define NAARPC_IDL_INTERNAL_CLASH_H_
+#ifndef NAARPC_IDL_CPP_CLASH_H_
+#define NAARPC_IDL_CPP_CLASH_H_
 
 #include <string>
 #include <string_view>
@@ -34,4 +34,4 @@ std::string DescribeNameModel(const IdlFile& idl, const FileNames& names);
 
 }  // namespace naarpc::idl::internal
 
-#endif  // NAARPC_IDL_INTERNAL_CLASH_H_
+#endif  // NAARPC_IDL_CPP_CLASH_H_

@@ -1,4 +1,4 @@
-#include "idl/internal/clash.h"
+#include "idl/cpp/clash.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "idl/internal/cpp_names.h"
+#include "idl/cpp/cpp_names.h"
 
 namespace naarpc::idl::internal {
 namespace {
@@ -336,13 +336,23 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     const int o = oR[ri];
     const auto param_ok = [&](size_t k) { return k < oP[ri].size() && oP[ri][k] != kFixed; };
 
-    // File scope of the .cc: the routine's region layout.
-    m.Declare(ns, rc.regions_helper, o, "file-scope function (in the .cc)");
-    const int regions = m.AddScope("function " + rc.regions_helper, ns);
-    m.Declare(regions, "regions", kFixed, "local regions");
-    m.UseOutside(regions, {"naarpc", "std"});
+    // File scope of the .cc: the routine's descriptor and argument helper
+    // (members naarpc_desc and naarpc_args; the helper's arguments are the
+    // stub's, its lambdas' naarpc_c).
+    m.Declare(ns, rc.routine_struct, o, "file-scope struct (in the .cc)");
+    const int rs = m.AddScope("struct " + rc.routine_struct, ns);
+    for (size_t k = 0; k < r.params.size(); ++k) {
+      if (param_ok(k)) {
+        m.Declare(rs, r.params[k].name, oP[ri][k],
+                  "argument of " + rc.routine_struct + "::naarpc_args");
+      }
+    }
+    m.UseOutside(rs, {"naarpc", "std"});
+    UseElementTypes(m, rs, r);
+    m.Use(rs, c.client, ns, oS, "class");
+    m.Use(rs, c.error_name_function, ns, oS, "function");
     m.Use(ctor, rc.pool_member, cl, o, "member");
-    m.Use(ctor, rc.regions_helper, ns, o, "file-scope function");
+    m.Use(ctor, rc.routine_struct, ns, o, "file-scope struct");
 
     // Client members.
     m.Declare(cl, rc.call_class, o, "nested class of " + cl_name);
@@ -389,9 +399,12 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
         }
         m.Use(f, rc.new_call, cl, o, "method");
         m.Use(f, rc.call_class, cl, o, "nested class");
+        m.Use(f, rc.routine_struct, ns, o, "file-scope struct");
       } else {
         m.Use(f, "engine_", cl, kFixed, "member");
         m.Use(f, rc.method, cl, o, "method");
+        m.Use(f, rc.pool_member, cl, o, "member");
+        m.Use(f, rc.routine_struct, ns, o, "file-scope struct");
       }
     }
     // <S>ChannelClient's stubs: the same signatures; the bodies call the
@@ -439,8 +452,7 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     }
     m.UseOutside(body, {"naarpc", "std", "uint64_t", "size_t"});
     m.Use(body, "lease_", call, kFixed, "member");
-    m.Use(body, rc.function_code_constant, cl, o, "constant");
-    m.Use(body, c.error_name_function, ns, oS, "function");
+    m.Use(body, rc.routine_struct, ns, o, "file-scope struct");
     if (r.has_streams()) {
       // Invoke(sources and sinks of the streams..., deadline).
       const int inv = m.AddScope(rc_name + "::Invoke", call);
@@ -456,15 +468,8 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
       m.UseOutside(inv, {"naarpc", "std", "uint64_t", "size_t"});
       UseElementTypes(m, inv, r);
       m.Use(inv, "lease_", call, kFixed, "member");
-      m.Use(inv, rc.function_code_constant, cl, o, "constant");
       m.Use(inv, rc.default_deadline_constant, cl, o, "constant");
-      m.Use(inv, c.error_name_function, ns, oS, "function");
-      for (size_t k = 0; k < r.params.size(); ++k) {
-        const Param& p = r.params[k];
-        if (param_ok(k) && !p.cpp.size_member.empty()) {
-          m.Use(inv, p.cpp.size_member, call, oP[ri][k], "member");
-        }
-      }
+      m.Use(inv, rc.routine_struct, ns, o, "file-scope struct");
     }
     for (size_t k = 0; k < r.params.size(); ++k) {
       if (!param_ok(k)) continue;
@@ -472,8 +477,6 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
       m.Declare(call, p.cpp.accessor, oP[ri][k], "accessor of " + rc_name);
       m.Declare(call, p.cpp.size_getter, oP[ri][k], "size accessor of " + rc_name);
       m.Declare(call, p.cpp.size_setter, oP[ri][k], "size setter of " + rc_name);
-      m.Declare(call, p.cpp.size_member, oP[ri][k], "member of " + rc_name);
-      if (!p.cpp.size_member.empty()) m.Use(body, p.cpp.size_member, call, oP[ri][k], "member");
     }
 
     // The skeleton: constant, kernel, dispatcher.
@@ -527,6 +530,7 @@ void BuildService(Model& m, int ns, const Service& s, const ServiceNames& sn) {
     UseElementTypes(m, hb, r);
     m.Use(hb, rc.method, sv, o, "kernel");
     m.Use(hb, c.error_enum, ns, oS, "enum class");
+    m.Use(hb, rc.routine_struct, ns, o, "file-scope struct");
 
     // The mock.
     m.Declare(mk, "gmock_" + rc.method, o, "gMock matcher method of " + mk_name);
