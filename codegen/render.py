@@ -155,8 +155,9 @@ def size_check(p, rname):
 
 
 def copy_in(p):
-    if p.layout:  # gathered from the caller's layout into the region, packed
-        return "  %s.GatherTo(naarpc_c.%s());" % (p.name, p.cpp.accessor)
+    if p.layout:  # sent zero-copy from the caller's layout, or packed into the region
+        return "  naarpc::codegen::GatherInput(naarpc_c, %d, %s, naarpc_c.%s());" % (
+            p.index, p.name, p.cpp.accessor)
     if p.scalar:
         return "  naarpc_c.%s()[0] = %s%s;" % (p.cpp.accessor, "" if p.direction == "in" else "*",
                                               p.name)

@@ -2447,7 +2447,7 @@ naarpc::Status StencilColumnCheckArgs(
 void StencilColumnCopyIn([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
     [[maybe_unused]] naarpc::StridedView<const double> col,
     [[maybe_unused]] double* sum) {
-  col.GatherTo(naarpc_c.col());
+  naarpc::codegen::GatherInput(naarpc_c, 0, col, naarpc_c.col());
 }
 
 void StencilColumnCopyOut([[maybe_unused]] StencilClient::ColumnCall& naarpc_c,
@@ -2556,7 +2556,7 @@ naarpc::Status StencilHaloCheckArgs(
 
 void StencilHaloCopyIn([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
     [[maybe_unused]] naarpc::StridedView<float> face) {
-  face.GatherTo(naarpc_c.face());
+  naarpc::codegen::GatherInput(naarpc_c, 0, face, naarpc_c.face());
 }
 
 void StencilHaloCopyOut([[maybe_unused]] StencilClient::HaloCall& naarpc_c,
@@ -2673,7 +2673,7 @@ naarpc::Status StencilMeshCheckArgs(
 void StencilMeshCopyIn([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
     [[maybe_unused]] naarpc::StridedView<const float> xyz,
     [[maybe_unused]] naarpc::StridedView<uint16_t> picked) {
-  xyz.GatherTo(naarpc_c.xyz());
+  naarpc::codegen::GatherInput(naarpc_c, 0, xyz, naarpc_c.xyz());
 }
 
 void StencilMeshCopyOut([[maybe_unused]] StencilClient::MeshCall& naarpc_c,
