@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <tuple>
@@ -17,6 +18,7 @@
 #include "naarpc/strided_view.h"
 #include "naarpc/user_memory.h"
 #include "tests/e2e/layouts.naa.h"
+#include "tests/testing/forwarding_transport.h"
 #include "tests/testing/test_transport.h"
 
 namespace naarpc {
@@ -339,6 +341,76 @@ TEST_P(ZeroCopyTest, AViewThatDoesNotMatchItsDeclarationIsATypedError) {
       << st.message();
   EXPECT_EQ(registry_->stats().zero_copy_inputs + registry_->stats().packed_inputs, 0u);
   for (double v : out) ASSERT_EQ(v, 3.0);
+}
+
+// What a client's connection posts: the gather entries of its writes.
+struct Posted {
+  std::mutex mu;
+  size_t gather_writes = 0, gather_entries = 0, max_entries = 0;
+  std::vector<LocalBuffer> entries;
+  bool last_is_write_with_imm = false;
+};
+class CountingConnection final : public testing::ForwardingConnection {
+ public:
+  CountingConnection(std::unique_ptr<Connection> inner, std::shared_ptr<Posted> posted)
+      : ForwardingConnection(std::move(inner)), posted_(std::move(posted)) {}
+  Status PostSend(std::span<const SendRequest> requests) override {
+    {
+      std::lock_guard<std::mutex> lock(posted_->mu);
+      for (const SendRequest& r : requests) {
+        if (r.sg_list.empty()) continue;
+        ++posted_->gather_writes;
+        posted_->gather_entries += r.sg_list.size();
+        posted_->max_entries = std::max(posted_->max_entries, r.sg_list.size());
+        posted_->entries.insert(posted_->entries.end(), r.sg_list.begin(), r.sg_list.end());
+      }
+      if (!requests.empty()) {
+        posted_->last_is_write_with_imm = requests.back().opcode == WorkOpcode::kRdmaWriteWithImm;
+      }
+    }
+    return ForwardingConnection::PostSend(requests);
+  }
+
+ private:
+  std::shared_ptr<Posted> posted_;
+};
+
+TEST(ZeroCopyWire, TheWritesGatherFromTheCallersMemoryInChainsOfMaxSendSge) {
+  testing::TestTransport tt = testing::MakeTestTransport("emulated");
+  ASSERT_TRUE(tt.transport);
+  Kernels kernels;
+  auto server = NaaServer::Start(*tt.transport, tt.address, 0, kernels);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto posted = std::make_shared<Posted>();
+  testing::WrappingTransport counting(*tt.transport, [posted](std::unique_ptr<Connection> c) {
+    return std::unique_ptr<Connection>(std::make_unique<CountingConnection>(std::move(c), posted));
+  });
+  auto registry = std::make_shared<UserMemoryRegistry>();
+  codegen::StubOptions options;
+  options.session.user_memory = registry;
+  lay::LayoutsClient client(counting, tt.address, (*server)->port(), options);
+
+  std::vector<double> m = Blocks(0);
+  auto reg = registry->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok());
+  std::vector<double> out(65536);
+  ASSERT_TRUE(client
+                  .CopyBlocks(StridedView<const double>(std::span<const double>(m),
+                                                        Layout::Strided(64, 1024, 2048)),
+                              std::span<double>(out), Deadline::After(kHangGuard))
+                  .ok());
+  std::lock_guard<std::mutex> lock(posted->mu);
+  // 64 runs of 8 KiB, 16 (max_send_sge) per write: 4 chained writes, the
+  // last the WRITE_WITH_IMM with the function code.
+  EXPECT_EQ(posted->gather_writes, 4u);
+  EXPECT_EQ(posted->gather_entries, 64u);
+  EXPECT_EQ(posted->max_entries, 16u);
+  EXPECT_TRUE(posted->last_is_write_with_imm);
+  ASSERT_EQ(posted->entries.size(), 64u);
+  for (size_t b = 0; b < 64; ++b) {
+    EXPECT_EQ(posted->entries[b].addr, reinterpret_cast<uintptr_t>(m.data() + b * 2048)) << b;
+    EXPECT_EQ(posted->entries[b].length, 1024u * 8) << b;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
