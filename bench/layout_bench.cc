@@ -5,6 +5,9 @@
 // bytes (one write): a column of a 4096 x 4096 f64 matrix, and faces of a
 // 128^3 f64 block (x face: 16384 runs of 8 B; y face: 128 runs of 1 KiB).
 // Transport level, one connection, the target driven by its own thread.
+// Then the same through the typed stubs (ClientSession::StageGatherInput:
+// zero-copy from registered caller memory vs packed by the stub vs a
+// contiguous parameter) and a run-size sweep for the zero-copy threshold.
 // Prints medians and ratios to the contiguous write; asserts nothing.
 //   ./tools/bazel run -c opt //bench:layout_bench -- [--transport verbs] [--iterations N]
 #include <algorithm>
@@ -13,15 +16,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/layout_bench.naa.h"
+#include "naarpc/naa_server.h"
 #include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 #include "naarpc/transport_factory.h"
+#include "naarpc/user_memory.h"
 #include "runtime/engine/gather_writes.h"
 
 namespace naarpc {
@@ -142,6 +149,123 @@ Row Measure(Link& l, const char* name, const Layout& layout, std::vector<double>
           plan.requests.size()};
 }
 
+// ---- Through the typed stubs: a software NAA, three clients.
+namespace lb = ::naarpc::testing::layout_bench;
+
+class AckKernels final : public lb::LayoutBenchService {
+  static lb::LayoutBenchError Ack(std::span<const double> in, double& ack) {
+    ack = in[in.size() - 1];
+    return lb::LayoutBenchError::kOk;
+  }
+  lb::LayoutBenchError Column(const NaaCall&, std::span<const double> col, double& ack) override {
+    return Ack(col, ack);
+  }
+  lb::LayoutBenchError ColumnContiguous(const NaaCall&, std::span<const double> col,
+                                        double& ack) override {
+    return Ack(col, ack);
+  }
+  lb::LayoutBenchError Halo(const NaaCall&, std::span<const double> face, double& ack) override {
+    return Ack(face, ack);
+  }
+  lb::LayoutBenchError HaloContiguous(const NaaCall&, std::span<const double> face,
+                                      double& ack) override {
+    return Ack(face, ack);
+  }
+  lb::LayoutBenchError Blocks(const NaaCall&, std::span<const double> blocks, double& ack) override {
+    return Ack(blocks, ack);
+  }
+  lb::LayoutBenchError BlocksContiguous(const NaaCall&, std::span<const double> blocks,
+                                        double& ack) override {
+    return Ack(blocks, ack);
+  }
+};
+
+struct StubRow {
+  const char* name;
+  uint64_t runs, bytes;
+  double zero_copy_us, packed_us, contiguous_us;
+  bool zero_copy_taken;  // the registry counted the zero-copy sends
+};
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) Die(s.ToString());
+}
+
+void MeasureStubs(const std::string& transport_name, const std::string& address, int iterations,
+                  std::vector<StubRow>& rows) {
+  auto t = NewTransport(transport_name);
+  if (!t.ok()) Die(t.status().ToString());
+  AckKernels kernels;
+  auto server = NaaServer::Start(**t, address, 0, kernels);
+  if (!server.ok()) Die(server.status().ToString());
+  auto registry = std::make_shared<UserMemoryRegistry>();
+  codegen::StubOptions zc_options, packed_options;
+  zc_options.session.user_memory = registry;
+  zc_options.session.zero_copy_min_run_bytes = 0;  // every layout the send queue takes
+  zc_options.max_sessions_per_routine = packed_options.max_sessions_per_routine = 1;
+  lb::LayoutBenchClient zc(**t, address, (*server)->port(), zc_options);
+  lb::LayoutBenchClient packed(**t, address, (*server)->port(), packed_options);
+
+  constexpr size_t kN = 4096, kB = 128;
+  std::vector<double> matrix(kN * kN, 1.0), block(kB * kB * kB, 2.0), blocks(16 * 16384, 3.0),
+      contiguous(131072, 4.0);
+  auto m_reg = registry->Register(std::span<double>(matrix));
+  auto b_reg = registry->Register(std::span<double>(block));
+  auto s_reg = registry->Register(std::span<double>(blocks));
+  if (!m_reg.ok() || !b_reg.ok() || !s_reg.ok()) Die("registering user memory");
+  const Layout column = Layout::Strided(kN, 1, kN, 7);
+  const Layout face = Layout::SubArray({kB, kB, kB}, {kB, 1, kB}, {0, kB - 1, 0});
+  const Layout strided = Layout::Strided(16, 8192, 16384);
+  auto view = [](std::vector<double>& m, const Layout& l) {
+    return StridedView<const double>(std::span<const double>(m), l);
+  };
+  const auto contig = [&](size_t n) { return std::span<const double>(contiguous).first(n); };
+  double ack = 0;
+  struct Case {
+    const char* name;
+    const Layout* layout;
+    std::function<Status(lb::LayoutBenchClient&)> strided_call;
+    std::function<Status()> contiguous_call;
+  };
+  const Case cases[] = {
+      {"column of 4096x4096 f64", &column,
+       [&](lb::LayoutBenchClient& c) { return c.Column(view(matrix, column), &ack); },
+       [&] { return packed.ColumnContiguous(contig(4096), &ack); }},
+      {"128^3 f64 block, y face (halo)", &face,
+       [&](lb::LayoutBenchClient& c) { return c.Halo(view(block, face), &ack); },
+       [&] { return packed.HaloContiguous(contig(16384), &ack); }},
+      {"strided 16 x 64 KiB blocks", &strided,
+       [&](lb::LayoutBenchClient& c) { return c.Blocks(view(blocks, strided), &ack); },
+       [&] { return packed.BlocksContiguous(contig(131072), &ack); }},
+  };
+  for (const Case& c : cases) {
+    // Warm-up: connections, MRSP, the registrations of the user memory.
+    Check(c.strided_call(zc));
+    Check(c.strided_call(packed));
+    Check(c.contiguous_call());
+    const uint64_t zc_before = registry->stats().zero_copy_inputs;
+    std::vector<double> z, p, q;
+    for (int i = 0; i < iterations; ++i) {  // interleaved
+      auto t0 = Clock::now();
+      Check(c.strided_call(zc));
+      z.push_back(Since(t0));
+      t0 = Clock::now();
+      Check(c.strided_call(packed));
+      p.push_back(Since(t0));
+      t0 = Clock::now();
+      Check(c.contiguous_call());
+      q.push_back(Since(t0));
+    }
+    const bool taken = registry->stats().zero_copy_inputs - zc_before == uint64_t(iterations);
+    rows.push_back({c.name, LayoutRuns(*c.layout), LayoutElements(*c.layout) * 8, Median(z),
+                    Median(p), Median(q), taken});
+  }
+}
+
 int Main(int argc, char** argv) {
   std::string transport = "emulated", address = "127.0.0.1";
   int iterations = 30;
@@ -174,6 +298,15 @@ int Main(int argc, char** argv) {
   rows.push_back(Measure(l, "128^3 f64 block, y face",
                          Layout::SubArray({kB, kB, kB}, {kB, 1, kB}, {0, kB - 1, 0}), block,
                          **mr_block, **mr_staging, staging, **mr_target, iterations));
+  // Run-size sweep (the threshold of ClientOptions::zero_copy_min_run_bytes):
+  // 256 KiB in runs of 256 B .. 64 KiB, every other run of the matrix.
+  for (uint64_t run : {256u, 1024u, 4096u, 16384u, 65536u}) {
+    static std::vector<std::string> names;
+    names.push_back("strided, runs of " + std::to_string(run) + " B");
+    const uint64_t block_elems = run / 8, count = (256 * 1024) / run;
+    rows.push_back(Measure(l, names.back().c_str(), Layout::Strided(count, block_elems, 2 * block_elems),
+                           matrix, **mr_matrix, **mr_staging, staging, **mr_target, iterations));
+  }
   std::printf("layout_bench: %s transport, max_send_sge %u, send queue depth %u, median of %d\n",
               transport.c_str(), l.sender->max_send_sge(), l.sender->send_queue_depth(),
               iterations);
@@ -184,6 +317,18 @@ int Main(int argc, char** argv) {
                 static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.bytes),
                 r.requests, r.zero_copy_us, r.packed_us, r.contiguous_us,
                 r.zero_copy_us / r.contiguous_us, r.packed_us / r.contiguous_us);
+  }
+  std::vector<StubRow> stub_rows;
+  MeasureStubs(transport, address, iterations, stub_rows);
+  std::printf("\nlayout_bench: typed stubs, %s transport, one session per client, median of %d\n",
+              transport.c_str(), iterations);
+  std::printf("| parameter | runs | bytes | zero-copy us | packed by the stub us | contiguous us "
+              "| zero-copy / contiguous | packed / contiguous |\n|---|---|---|---|---|---|---|---|\n");
+  for (const StubRow& r : stub_rows) {
+    std::printf("| %s | %llu | %llu | %.1f%s | %.1f | %.1f | %.2f | %.2f |\n", r.name,
+                static_cast<unsigned long long>(r.runs), static_cast<unsigned long long>(r.bytes),
+                r.zero_copy_us, r.zero_copy_taken ? "" : " (packed: too many WRs)", r.packed_us,
+                r.contiguous_us, r.zero_copy_us / r.contiguous_us, r.packed_us / r.contiguous_us);
   }
   return 0;
 }

@@ -24,7 +24,9 @@
 #include "naarpc/region_layout.h"
 #include "naarpc/status.h"
 #include "naarpc/stream.h"
+#include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
+#include "naarpc/user_memory.h"
 
 namespace naarpc {
 
@@ -56,6 +58,15 @@ struct ClientOptions {
   // windows, or with streams fails to open (kFailedPrecondition /
   // kInvalidArgument) rather than fall back to connection-long keys.
   bool memory_windows = false;
+  // Zero-copy sends of laid-out inputs (docs/protocol.md 16.2,
+  // naarpc/user_memory.h): caller memory registered here is sent by gather
+  // lists, without packing, when the layout's runs average at least
+  // zero_copy_min_run_bytes; smaller runs cost the device more per entry
+  // than the CPU's copy (bench/README.md "layout_bench"). nullptr: always
+  // pack.
+  static constexpr uint64_t kDefaultZeroCopyMinRunBytes = 4096;
+  std::shared_ptr<UserMemoryRegistry> user_memory;
+  uint64_t zero_copy_min_run_bytes = kDefaultZeroCopyMinRunBytes;
 };
 
 struct CallOptions {
@@ -90,6 +101,21 @@ class ClientSession {
   // Empty span for internal regions or a bad index.
   std::span<std::byte> buffer(size_t index);
   size_t region_count() const;
+
+  // Zero-copy input (docs/protocol.md 16.2): asks that the next call send
+  // input parameter `index` from the caller's memory, the elements of
+  // `layout` (of `elem` bytes) at `bases` (one per array), by gather lists,
+  // instead of from buffer(index). true: staged; false: not possible here
+  // (no ClientOptions::user_memory, memory not registered there, runs below
+  // zero_copy_min_run_bytes, more work requests than the send queue holds,
+  // a parameter split into several wire regions): the caller packs into
+  // buffer(index). Either way the registry counts it. The next StartCall /
+  // Call consumes what was staged (DropStagedInputs forgets it).
+  // REQUIRES: the layout is valid and fills the parameter exactly; the
+  // memory stays registered and unchanged until the call has finished.
+  bool StageGatherInput(size_t index, const Layout& layout, size_t elem,
+                        std::span<const std::byte* const> bases);
+  void DropStagedInputs();
   const RegionSpec& spec(size_t index) const;
 
   // Runs one RPC. OK iff the NAA answered with status 0. Failures:

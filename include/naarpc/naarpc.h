@@ -25,5 +25,6 @@
 #include "naarpc/strided_view.h"
 #include "naarpc/transport.h"
 #include "naarpc/transport_factory.h"
+#include "naarpc/user_memory.h"
 
 #endif  // NAARPC_NAARPC_H_

@@ -14,6 +14,7 @@ Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
     wr.wr_id = last ? final_wr_id : 0;
     wr.opcode = last ? WorkOpcode::kRdmaWriteWithImm : WorkOpcode::kRdmaWrite;
     wr.local = slices[i].local;
+    wr.sg_list = slices[i].sg_list;
     wr.remote_addr = slices[i].remote_addr;
     wr.rkey = slices[i].rkey;
     wr.imm_data = last ? imm : 0;

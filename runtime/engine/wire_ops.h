@@ -42,9 +42,14 @@ inline constexpr int kDataRecvDepth = 2;
 
 // One RDMA write of a local slice to a remote slice.
 struct WriteSlice {
+  WriteSlice() = default;
+  WriteSlice(LocalBuffer local, uint64_t remote_addr, uint32_t rkey)
+      : local(local), remote_addr(remote_addr), rkey(rkey) {}
   LocalBuffer local;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
+  // If not empty, the payload instead of `local` (SendRequest::sg_list).
+  std::span<const LocalBuffer> sg_list;
 };
 
 // Posts n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the last slice)

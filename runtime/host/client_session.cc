@@ -69,6 +69,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     // Per-call windows: a bind per return parameter before the writes.
     if (impl->use_windows) max_requests += static_cast<uint32_t>(impl->metadata_params.size());
     impl->ep.StartSendBudget(max_requests);
+    impl->max_sequence = max_requests;
   }
   if (!s.ok()) {
     impl->sm.Fail();
@@ -86,6 +87,13 @@ std::span<std::byte> ClientSession::buffer(size_t index) {
 }
 
 size_t ClientSession::region_count() const { return impl_->params.size(); }
+
+bool ClientSession::StageGatherInput(size_t index, const Layout& layout, size_t elem,
+                                     std::span<const std::byte* const> bases) {
+  return impl_->StageGather(index, layout, elem, bases);
+}
+
+void ClientSession::DropStagedInputs() { impl_->DropStaged(); }
 const RegionSpec& ClientSession::spec(size_t index) const { return impl_->params.at(index).spec; }
 
 Status ClientSession::Call(uint8_t function_code, Deadline deadline, const CallOptions& options) {
@@ -146,6 +154,8 @@ Status ClientSession::Close() {
   for (auto& p : impl_->params) p.window.reset();  // before its region
   for (auto& p : impl_->params) p.mr.reset();
   impl_->metadata_mr.reset();
+  impl_->DropStaged();
+  if (impl_->options.user_memory) impl_->options.user_memory->ForgetConnection(impl_->conn.get());
   impl_->ep.ReleaseRegistrations();
   impl_->conn.reset();
   return s;

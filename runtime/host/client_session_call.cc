@@ -8,6 +8,7 @@ using internal::IsReturn;
 using internal::Quote;
 using internal::WrIdKind;
 using internal::WrKind;
+using internal::WriteSlice;
 
 Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
                                    const CallOptions& call_options) {
@@ -29,6 +30,11 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
 Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                       const CallOptions& call_options) {
   if (call.active) return FailedPreconditionError("a call is already in flight on this session");
+  // What StageGatherInput staged is for this call only, posted or not.
+  struct DropStagedOnExit {
+    Impl* impl;
+    ~DropStagedOnExit() { impl->DropStaged(); }
+  } drop_staged{this};
   if (sm.failed()) {
     return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
   }
@@ -67,6 +73,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
 
   // Inputs in region order: [metadata], then input slices (prefixes).
   slices.clear();
+  bool gathered = false;
   const WireRegion* first_return = nullptr;
   const WireRegion* first_advertised = nullptr;
   for (const WireRegion& w : wire) {
@@ -83,6 +90,28 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
     if (!IsCallInput(p.spec)) continue;
     if (p.spec.single_send && calls_completed > 0) continue;
     const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
+    if (auto g = std::find_if(staged.begin(), staged.end(),
+                              [&](const StagedInput& x) { return x.param == w.param; });
+        g != staged.end()) {
+      // Zero-copy: chained writes whose gather lists name the caller's runs,
+      // at consecutive addresses of the parameter's (one) NAA region.
+      if (want != p.spec.size) {
+        return InvalidArgumentError("parameter " + Quote(p.spec.name) +
+                                    ": staged for a zero-copy send, which sends it whole; "
+                                    "send length " + std::to_string(want));
+      }
+      const size_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
+      uint64_t remote = w.peer_addr;
+      for (size_t i = g->begin; i < g->end; i += max_sge) {
+        WriteSlice slice{{}, remote, w.peer_rkey};
+        slice.sg_list = std::span<const LocalBuffer>(gather_sges.data() + i,
+                                                      std::min(max_sge, g->end - i));
+        for (const LocalBuffer& b : slice.sg_list) remote += b.length;
+        slices.push_back(slice);
+      }
+      gathered = true;
+      continue;
+    }
     if (want <= w.offset) continue;
     const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
     slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
@@ -117,7 +146,9 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // The NAA's answer implies our writes landed, so the final write is
   // signaled only when the send queue needs its slots back; a signaled one
   // is waited for within this call (so none is pending between calls).
-  auto posted = ep.PostWrites(slices, imm);
+  // A gather chain may pass the budget's sequence: signaled, so the send
+  // queue is known free again when the call ends.
+  auto posted = ep.PostWrites(slices, imm, gathered);
   if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
   call.write_id = posted->wr_id;
   call.written = !posted->signaled;
@@ -312,6 +343,50 @@ Status ClientSession::Impl::EndCall(Status s) {
         .set_wire_code(naa_status);
   }
   return Status::Ok();
+}
+
+bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t elem,
+                                      std::span<const std::byte* const> bases) {
+  auto it = std::find_if(staged.begin(), staged.end(),
+                         [&](const StagedInput& x) { return x.param == index; });
+  if (it != staged.end()) return true;  // already staged for this call
+  if (index >= params.size() || !IsCallInput(params[index].spec) || elem == 0) return false;
+  const RegionSpec& spec = params[index].spec;
+  UserMemoryRegistry* registry = options.user_memory.get();
+  if (registry == nullptr) return false;
+  const uint64_t bytes = LayoutElements(layout) * elem;
+  const uint64_t runs = LayoutRuns(layout);
+  auto pack = [&] {
+    registry->CountPacked(bytes);
+    return false;
+  };
+  if (!conn || sm.failed() || call.active || bases.size() != LayoutArrays(layout) ||
+      bytes != spec.size || spec.size > options.max_region_size || runs == 0 ||
+      bytes / runs < options.zero_copy_min_run_bytes) {
+    return pack();
+  }
+  // The chain must fit the send queue with the call's other writes (the
+  // budget keeps depth / 2 free for a sequence).
+  const uint64_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
+  const uint64_t requests = (runs + max_sge - 1) / max_sge;
+  const uint32_t depth = conn->send_queue_depth();
+  if (depth != 0 && max_sequence + staged_requests + requests > depth / 2) return pack();
+  // Every array lies in one registered range (its lkey on this connection).
+  std::array<uint32_t, kMaxLayoutArrays> lkeys{};
+  for (size_t a = 0; a < bases.size(); ++a) {
+    const uint64_t addr = reinterpret_cast<uintptr_t>(bases[a]);
+    Result<bool> found = registry->LocalKey(*conn, addr, LayoutExtent(layout, a) * elem, &lkeys[a]);
+    if (!found.ok() || !*found) return pack();
+  }
+  const size_t begin = gather_sges.size();
+  ForEachRun(layout, [&](size_t array, uint64_t offset, uint64_t length) {
+    gather_sges.push_back({reinterpret_cast<uintptr_t>(bases[array]) + offset * elem,
+                           static_cast<uint32_t>(length * elem), lkeys[array]});
+  });
+  staged.push_back({index, begin, gather_sges.size()});
+  staged_requests += static_cast<uint32_t>(requests);
+  registry->CountZeroCopy(bytes);
+  return true;
 }
 
 }  // namespace naarpc

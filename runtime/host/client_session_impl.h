@@ -118,6 +118,24 @@ class ClientSession::Impl {
   bool windows_open = false;
   uint64_t window_seq = 0;
   std::vector<SendRequest> window_wrs;
+  // Zero-copy inputs staged for the next call (StageGatherInput,
+  // docs/protocol.md 16.2): gather entries in caller memory, per parameter
+  // a range of them, and the work requests they take.
+  struct StagedInput {
+    size_t param = 0;
+    size_t begin = 0, end = 0;  // in gather_sges
+  };
+  std::vector<LocalBuffer> gather_sges;
+  std::vector<StagedInput> staged;
+  uint32_t staged_requests = 0;
+  uint32_t max_sequence = 0;  // the send budget's, set at Open
+  void DropStaged() {
+    staged.clear();
+    gather_sges.clear();
+    staged_requests = 0;
+  }
+  bool StageGather(size_t index, const Layout& layout, size_t elem,
+                   std::span<const std::byte* const> bases);
 
   // ERROR is terminal: the peer's access to our memory ends at once, so a
   // late write cannot land in the user's buffers.
@@ -133,6 +151,8 @@ class ClientSession::Impl {
     for (auto& p : params) p.window.reset();  // before its region
     for (auto& p : params) p.mr.reset();
     metadata_mr.reset();
+    DropStaged();
+    if (options.user_memory && conn) options.user_memory->ForgetConnection(conn.get());
   }
 
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).

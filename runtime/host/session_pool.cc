@@ -144,6 +144,7 @@ void SessionPool::Lease::Release() {
     session_->Close().IgnoreError();
     session_.reset();
   }
+  if (session_ != nullptr) session_->DropStagedInputs();  // staged, never started
   std::shared_ptr<SessionPool> pool = std::move(pool_);
   pool->Return(std::move(session_));
 }
@@ -233,8 +234,10 @@ Status SessionPool::Lease::StartCall(uint8_t function_code, Deadline deadline,
 Status SessionPool::Lease::EndCall(Status s) {
   if (rejected_) {
     // Rejected by an interceptor before anything was sent: the session is
-    // as good as before (and the rejection already recorded).
+    // as good as before (and the rejection already recorded), less the
+    // inputs staged for the call.
     rejected_ = false;
+    if (session_ != nullptr) session_->DropStagedInputs();
     return s;
   }
   EndObserved(s);

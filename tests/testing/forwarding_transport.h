@@ -37,6 +37,7 @@ class ForwardingConnection : public Connection {
     return inner_->TryPollCompletions(out);
   }
   uint32_t max_inline_data() const override { return inner_->max_inline_data(); }
+  uint32_t max_send_sge() const override { return inner_->max_send_sge(); }
   uint32_t send_queue_depth() const override { return inner_->send_queue_depth(); }
   Status Disconnect() override { return inner_->Disconnect(); }
   std::string peer_name() const override { return inner_->peer_name(); }

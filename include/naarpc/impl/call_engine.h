@@ -84,6 +84,9 @@ class CallOp final : public AsyncCall {
     return s;  // StartAsync reports its own errors in full
   }
   ClientSession* session() override { return call_ ? call_->lease_.session() : nullptr; }
+  // The session of a generated call object (for the stubs' copy-in,
+  // GatherInput).
+  static ClientSession* SessionOf(const CallT& call) { return call.lease_.session(); }
   Status Finish(Status status) override {
     if (!started_) return status;
     Status s = call_->FinishAsync(std::move(status));

@@ -5,6 +5,7 @@
 #define NAARPC_IMPL_CODEGEN_SUPPORT_H_
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -95,6 +96,31 @@ class VarSpan {
   size_t size_;
   size_t overflow_request_ = 0;
 };
+
+template <typename CallT>
+class CallOp;  // naarpc/impl/call_engine.h
+
+// A generated stub's copy-in of an input with a layout (docs/protocol.md
+// 16.2): staged to be sent zero-copy from the caller's memory, by gather
+// lists, if the session can (ClientSession::StageGatherInput: the memory is
+// registered in ClientOptions::user_memory and the runs are long enough);
+// else packed into the parameter's registered region `packed`.
+// REQUIRES: view.Check() was OK.
+template <typename CallT, typename T>
+void GatherInput(const CallT& call, size_t index, const StridedView<T>& view,
+                 std::span<std::remove_const_t<T>> packed) {
+  ClientSession* session = CallOp<CallT>::SessionOf(call);
+  if (session != nullptr) {
+    std::array<const std::byte*, kMaxLayoutArrays> bases{};
+    const size_t n = std::min(view.arrays(), kMaxLayoutArrays);
+    for (size_t i = 0; i < n; ++i) bases[i] = reinterpret_cast<const std::byte*>(view.array(i).data());
+    if (session->StageGatherInput(index, view.layout(), sizeof(T),
+                                  std::span<const std::byte* const>(bases.data(), n))) {
+      return;
+    }
+  }
+  view.GatherTo(packed);
+}
 
 // Options of a generated client (XxxClient).
 struct StubOptions {

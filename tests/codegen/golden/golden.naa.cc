@@ -1644,7 +1644,7 @@ struct StencilColumnRoutine {
         return col.Check(naarpc_layout, "Stencil.Column: parameter 'col'"); }(),
                                                   naarpc::codegen::ArgCheck(naarpc_desc, 1)(sum)}),
             .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
-              col.GatherTo(naarpc_c.col());
+              naarpc::codegen::GatherInput(naarpc_c, 0, col, naarpc_c.col());
             },
             .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
               *sum = naarpc_c.sum()[0];
@@ -1664,7 +1664,7 @@ struct StencilHaloRoutine {
     return {.check = naarpc::codegen::FirstError({[&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::SubArray({4u, 4u, 4u}, {4u, 4u, 1u}, {0u, 0u, 3u});
         return face.Check(naarpc_layout, "Stencil.Halo: parameter 'face'"); }()}),
             .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
-              face.GatherTo(naarpc_c.face());
+              naarpc::codegen::GatherInput(naarpc_c, 0, face, naarpc_c.face());
             },
             .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
               face.ScatterFrom(naarpc_c.face());
@@ -1688,7 +1688,7 @@ struct StencilMeshRoutine {
                                                   [&] { static const naarpc::Layout naarpc_layout = naarpc::Layout::Composite({{8u, 2u}, {0u, 3u}});
         return picked.Check(naarpc_layout, "Stencil.Mesh: parameter 'picked'"); }()}),
             .copy_in = [=]([[maybe_unused]] auto& naarpc_c) {
-              xyz.GatherTo(naarpc_c.xyz());
+              naarpc::codegen::GatherInput(naarpc_c, 0, xyz, naarpc_c.xyz());
             },
             .copy_out = [=]([[maybe_unused]] auto& naarpc_c) {
               picked.ScatterFrom(naarpc_c.picked());
