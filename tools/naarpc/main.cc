@@ -143,10 +143,12 @@ struct CommonArgs {
   std::string idl, transport = "auto", device, dialect = "spec";
   std::vector<std::string> targets;  // --target, repeatable: a channel over them
   int64_t deadline_ms = 0;  // 0: the routine's default deadline
-  bool memory_windows = false;  // per-call windows (docs/protocol.md 4.5)
+  // Per-call windows (docs/protocol.md 4.5): --memory-windows /
+  // --no-memory-windows; neither: the routine's IDL declaration.
+  bool memory_windows = false, no_memory_windows = false;
 };
 
-// --dialect and --memory-windows as ClientOptions.
+// --dialect and --[no-]memory-windows as ClientOptions.
 Result<ClientOptions> ClientOptionsFor(const CommonArgs& c) {
   auto dialect = ParseDialect(c.dialect);
   if (!dialect.ok()) return dialect.status();
@@ -157,7 +159,7 @@ Result<ClientOptions> ClientOptionsFor(const CommonArgs& c) {
   }
   ClientOptions options;
   options.dialect = *dialect;
-  options.memory_windows = c.memory_windows;
+  if (c.memory_windows || c.no_memory_windows) options.memory_windows = c.memory_windows;
   return options;
 }
 
@@ -643,7 +645,12 @@ void AddCommon(CLI::App* cmd, CommonArgs& c) {
   cmd->add_flag("--memory-windows", c.memory_windows,
                "bind a memory window over the results before each call and invalidate it "
                "before returning, so the NAA can write them only during the call "
-               "(docs/protocol.md 4.5; spec dialect only)");
+               "(docs/protocol.md 4.5; spec dialect only); default: the routine's IDL "
+               "declaration (memory_windows: required)");
+  cmd->add_flag("--no-memory-windows", c.no_memory_windows,
+                "results keep connection-long keys even if the IDL declares "
+                "memory_windows: required (an NAA without windows)")
+      ->excludes("--memory-windows");
   cmd->add_option("--deadline", c.deadline_ms,
                   "milliseconds per call (the first includes connecting and the MRSP); "
                   "default: the routine's deadline_ms")
