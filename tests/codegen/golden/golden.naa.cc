@@ -864,7 +864,7 @@ SecondClient::SecondClient(naarpc::Transport& transport, std::string host,
                 uint16_t port, const naarpc::codegen::StubOptions& options)
     : pool_ping_(std::make_shared<naarpc::codegen::SessionPool>(
           transport, host, port, "Second.Ping", SecondPingRegions(),
-          options))
+          naarpc::codegen::WithMemoryWindows(options)))
     , engine_(options.max_sessions_per_routine * 1)
 {}
 
