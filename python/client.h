@@ -35,14 +35,17 @@ using cli::ValueView;
 class Client {
  public:
   // `targets`: each "HOST[:PORT]"; several: a channel over them; none:
-  // NAA_SPEC (every entry of a routine's function code).
+  // NAA_SPEC (every entry of a routine's function code). `memory_windows`:
+  // ClientOptions::memory_windows (nullopt: each routine's IDL declaration).
   Client(const Idl& idl, std::vector<std::string> targets, const std::string& transport,
-         const std::string& device, const std::string& dialect)
+         const std::string& device, const std::string& dialect,
+         std::optional<bool> memory_windows)
       : idl_holder_(idl), shared_(std::make_shared<Shared>()), targets_(std::move(targets)) {
     shared_->idl = idl.file;
     auto d = cli::ParseDialect(dialect, "dialect");
     if (!d.ok()) throw py::value_error(d.status().message());
     shared_->options.dialect = *d;
+    shared_->options.memory_windows = memory_windows;
     if (transport != "emulated" && transport != "verbs" && transport != "auto") {
       throw py::value_error("transport '" + transport + "': emulated, verbs or auto");
     }
@@ -60,6 +63,16 @@ class Client {
   }
 
   std::string transport_name() const { return shared_->transport_label; }
+
+  // Whether the calls of routine `name` bind per-call memory windows: the
+  // client's memory_windows, else the IDL's declaration. A session that asks
+  // for them opens only if the device and the NAA provide them (MRSP
+  // capability 0x01), so a call that succeeded ran with them.
+  bool MemoryWindows(const std::string& name) const {
+    const idl::Routine* routine = nullptr;
+    idl_holder_.service_of(name, &routine);
+    return shared_->options.memory_windows.value_or(routine->memory_windows);
+  }
 
   // Runs routine `name`: `kwargs` holds numpy arrays (or values numpy
   // converts) by parameter name: every input, and optionally an array per

@@ -101,9 +101,10 @@ PYBIND11_MODULE(_naarpc, m) {
 
   py::class_<Client>(m, "Client")
       .def(py::init<const Idl&, std::vector<std::string>, const std::string&,
-                    const std::string&, const std::string&>(),
+                    const std::string&, const std::string&, std::optional<bool>>(),
            py::arg("idl"), py::arg("target"), py::arg("transport"), py::arg("device"),
-           py::arg("dialect"))
+           py::arg("dialect"), py::arg("memory_windows"))
+      .def("memory_windows", &Client::MemoryWindows, py::arg("routine"))
       .def("call", &Client::Call, py::arg("routine"), py::arg("kwargs"), py::arg("deadline"))
       .def("start", &Client::Start, py::arg("routine"), py::arg("kwargs"), py::arg("deadline"),
            py::keep_alive<0, 1>())
@@ -163,9 +164,10 @@ PYBIND11_MODULE(_naarpc, m) {
 
   py::class_<Server>(m, "Server")
       .def(py::init<const Idl&, py::dict, const std::string&, int, const std::string&,
-                    const std::string&, const std::string&, std::optional<std::string>>(),
+                    const std::string&, const std::string&, std::optional<std::string>, bool>(),
            py::arg("idl"), py::arg("kernels"), py::arg("address"), py::arg("port"),
-           py::arg("transport"), py::arg("device"), py::arg("dialect"), py::arg("service"))
+           py::arg("transport"), py::arg("device"), py::arg("dialect"), py::arg("service"),
+           py::arg("memory_windows"))
       .def("stop", &Server::Stop)
       .def_property_readonly("port", &Server::port)
       .def_property_readonly("address", &Server::address)

@@ -227,8 +227,8 @@ class Server {
  public:
   Server(const Idl& idl, py::dict kernels, const std::string& address, int port,
          const std::string& transport, const std::string& device, const std::string& dialect,
-         std::optional<std::string> service_name)
-      : idl_(idl.file), dialect_(dialect) {
+         std::optional<std::string> service_name, bool memory_windows)
+      : idl_(idl.file), dialect_(dialect), memory_windows_(memory_windows) {
     if (dialect_ != "spec" && dialect_ != "reference" && dialect_ != "any") {
       throw py::value_error("dialect '" + dialect_ + "': spec, reference or any");
     }
@@ -278,6 +278,7 @@ class Server {
     ServerOptions options;
     // Calls of the other dialect get status 0x04.
     if (dialect_ != "any") options.dialect = dialect_ == "spec" ? Dialect::kSpec : Dialect::kReference;
+    options.memory_windows = memory_windows_;  // accept per-call windows (MRSP 0x01)
     options.log = [](std::string_view line) {
       std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
     };
@@ -396,6 +397,7 @@ class Server {
 
   std::shared_ptr<const idl::IdlFile> idl_;
   std::string dialect_, address_;
+  bool memory_windows_ = true;
   int port_ = 0;
   std::vector<std::shared_ptr<py::object>> holders_;
   std::unique_ptr<cli::DynamicNaa> naa_;

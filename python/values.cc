@@ -197,6 +197,7 @@ py::dict RoutineInfo(const idl::Service& s, const idl::Routine& r) {
   d["deadline_ms"] = r.deadline_ms;
   d["timeout_ms"] = r.timeout_ms;
   d["doc"] = r.doc;
+  d["memory_windows"] = r.memory_windows;  // the IDL's declaration (docs/idl.md)
   py::list params;
   for (const idl::Param& p : r.params) {
     py::dict q;

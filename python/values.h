@@ -67,7 +67,7 @@ struct Idl {
 Idl LoadIdl(const std::string& path);
 
 // A routine's declaration for the Python side: {name, service, code,
-// deadline_ms, timeout_ms, doc, params: [{name, type, dtype, count, variable,
+// deadline_ms, timeout_ms, doc, memory_windows, params: [{name, type, dtype, count, variable,
 // direction, stream}], errors: {NAME: code}}.
 py::dict RoutineInfo(const idl::Service& s, const idl::Routine& r);
 
