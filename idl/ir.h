@@ -135,6 +135,11 @@ struct Routine {
   // Safe to run twice: a channel over several NAAs retries it on another
   // NAA when one fails (docs/channel.md).
   bool idempotent = false;
+  // Its sessions use per-call memory windows (docs/idl.md `memory_windows`,
+  // docs/protocol.md 4.5) unless the user sets ClientOptions::memory_windows:
+  // the routine's declaration, else its service's; false if neither says
+  // `required`.
+  bool memory_windows = false;
   std::vector<Param> params;
   std::vector<Internal> internals;
   std::vector<ErrorCode> errors;  // the errors this routine declares
@@ -177,6 +182,7 @@ struct Service {
   std::string name;
   std::string doc;
   uint32_t timeout_ms = 0;  // default kernel timeout of its routines
+  bool memory_windows = false;  // declared `memory_windows: required`
   std::vector<Routine> routines;
   // Every application error of the service: service-wide first, then each
   // routine's, in IDL order. Names and codes are unique.

@@ -132,6 +132,7 @@ Json RoutineJson(const Routine& r) {
   j["timeout_ms"] = uint64_t{r.timeout_ms};
   j["deadline_ms"] = uint64_t{r.deadline_ms};
   j["idempotent"] = r.idempotent;
+  j["memory_windows"] = r.memory_windows;
   j["has_variable"] = r.has_variable();
   j["has_streams"] = r.has_streams();
   j["stream_count"] = uint64_t{r.stream_count()};
@@ -165,6 +166,7 @@ Json ServiceJson(const Service& s) {
   j["name"] = s.name;
   j["doc"] = s.doc;
   j["timeout_ms"] = uint64_t{s.timeout_ms};
+  j["memory_windows"] = s.memory_windows;
   Where(j, s.location);
   j["cpp"] = Json{{"error_enum", s.cpp.error_enum},
                   {"error_name_function", s.cpp.error_name_function},

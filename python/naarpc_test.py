@@ -5,7 +5,7 @@ skeletons), `naarpc serve` and NAAs served from Python. Run by
 
 The snippets of docs/python.md run here too (test_doc_snippets):
 `tests/docs/doctest.py extract docs/python.md ID` for the ids quickstart,
-errors, serve, streams and serve-streams.
+errors, serve, streams, serve-streams, stats, channel and memory-windows.
 """
 
 import asyncio
@@ -554,7 +554,7 @@ def doc_block(ident):
 
 
 @pytest.mark.parametrize("ident", ["quickstart", "errors", "serve", "streams",
-                                   "serve-streams", "stats", "channel"])
+                                   "serve-streams", "stats", "channel", "memory-windows"])
 def test_doc_snippets(ident, naa_port, capsys):
     code = doc_block(ident).replace("127.0.0.1:12345", f"127.0.0.1:{naa_port}")
     code = code.replace("localhost:12345", f"localhost:{naa_port}")
@@ -562,5 +562,6 @@ def test_doc_snippets(ident, naa_port, capsys):
     out = capsys.readouterr().out
     expected = {"quickstart": "[32.]", "errors": "NEGATIVE_INPUT 0x13", "serve": "[11.]",
                 "streams": "4000000\nTrue", "serve-streams": "[1 3 5 7 9]",
-                "stats": " True\nTrue", "channel": "[20.]\n2 2"}[ident]
+                "stats": " True\nTrue", "channel": "[20.]\n2 2",
+                "memory-windows": "True\n[14.]"}[ident]
     assert expected in out

@@ -21,6 +21,7 @@ constexpr FieldRule kServiceFields[] = {
     {"name", FieldKind::kIdentifier, true},
     {"doc", FieldKind::kString},
     {"timeout_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
+    {"memory_windows", FieldKind::kMemoryWindows},
     {"errors", FieldKind::kList},
     {"routines", FieldKind::kList, true, std::nullopt, std::nullopt, 1},
 };
@@ -31,6 +32,7 @@ constexpr FieldRule kRoutineFields[] = {
     {"timeout_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
     {"deadline_ms", FieldKind::kInteger, false, 1, kMaxTimeoutMs},
     {"idempotent", FieldKind::kBoolean},
+    {"memory_windows", FieldKind::kMemoryWindows},
     {"params", FieldKind::kList, true},
     {"internal", FieldKind::kList},
     {"errors", FieldKind::kList},
@@ -90,6 +92,9 @@ constexpr FieldRule kErrorFields[] = {
 constexpr std::string_view kElementTypes[] = {"u8",  "u16", "u32", "u64", "i8",   "i16",
                                               "i32", "i64", "f32", "f64", "bytes"};
 constexpr std::string_view kDirections[] = {"in", "out", "inout"};
+// Not `off`: YAML 1.1 tools read it as false (docs/idl.md "The YAML the IDL
+// accepts").
+constexpr std::string_view kMemoryWindows[] = {"required", "none"};
 
 bool IsIdentifier(std::string_view s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -159,10 +164,12 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 // 1.1 and 1.2, or nullopt after reporting.
 std::optional<std::string> ReadString(const YamlNode& n, const std::string& path,
                                       FieldKind kind, Sink& sink) {
-  const bool is_enum = kind == FieldKind::kElementType || kind == FieldKind::kDirection;
+  const bool is_enum = kind == FieldKind::kElementType || kind == FieldKind::kDirection ||
+                       kind == FieldKind::kMemoryWindows;
   const std::span<const std::string_view> values =
-      kind == FieldKind::kElementType ? std::span<const std::string_view>(kElementTypes)
-                                      : std::span<const std::string_view>(kDirections);
+      kind == FieldKind::kElementType   ? std::span<const std::string_view>(kElementTypes)
+      : kind == FieldKind::kDirection   ? std::span<const std::string_view>(kDirections)
+                                        : std::span<const std::string_view>(kMemoryWindows);
   const std::string expected = is_enum ? "one of: " + Join(values) : "a string";
   switch (n.kind) {
     case YamlNode::Kind::kInvalid:
@@ -222,6 +229,7 @@ std::optional<std::string> ReadString(const YamlNode& n, const std::string& path
       break;
     case FieldKind::kElementType:
     case FieldKind::kDirection:
+    case FieldKind::kMemoryWindows:
       if (std::find(values.begin(), values.end(), v) == values.end()) {
         sink.Error(n.location, path, "string " + Quote(v) + " is not " + expected);
         return std::nullopt;
@@ -378,6 +386,7 @@ const ObjectRules& StreamRules() {
 
 std::span<const std::string_view> ElementTypeNames() { return kElementTypes; }
 std::span<const std::string_view> DirectionNames() { return kDirections; }
+std::span<const std::string_view> MemoryWindowsNames() { return kMemoryWindows; }
 
 std::string DescribeNode(const YamlNode& n) {
   switch (n.kind) {
@@ -497,7 +506,8 @@ std::optional<std::string> Object::String(std::string_view key) {
                 std::string("expected ") +
                     (Rule(key).kind == FieldKind::kElementType ? "an element type" :
                      Rule(key).kind == FieldKind::kDirection   ? "in, out or inout"
-                                                               : "a string") +
+                     : Rule(key).kind == FieldKind::kMemoryWindows ? "required or none"
+                                                                   : "a string") +
                     ", got null (empty value)");
     return std::nullopt;
   }

@@ -26,6 +26,7 @@ enum class FieldKind {
   kBoolean,
   kElementType,  // u8 ... bytes
   kDirection,    // in, out, inout
+  kMemoryWindows,  // required, none
   kList,
   kMapping,      // a nested object (its own ObjectRules)
 };
@@ -62,9 +63,10 @@ const ObjectRules& InterleavedRules();
 std::optional<int64_t> ReadListInteger(const YamlNode& n, const std::string& path,
                                        int64_t minimum, Sink& sink);
 
-// The element type and direction names, in schema order.
+// The element type, direction and memory_windows names, in schema order.
 std::span<const std::string_view> ElementTypeNames();
 std::span<const std::string_view> DirectionNames();
+std::span<const std::string_view> MemoryWindowsNames();
 
 // "a mapping", "a list", "null (empty value)", "string 'x'", ...
 std::string DescribeNode(const YamlNode& node);

@@ -126,6 +126,8 @@ class Builder {
     if (o.Has("name")) svc.location = names.name.at;
     svc.doc = o.String("doc").value_or("");
     svc.timeout_ms = static_cast<uint32_t>(o.Integer("timeout_ms").value_or(kDefaultTimeoutMs));
+    svc.memory_windows = ReadMemoryWindows(o).value_or(false);
+    ServiceDefaults defaults{svc.name, svc.timeout_ms, svc.memory_windows, o.At("memory_windows")};
     ErrorTables errors;
     ReadErrors(o, "", errors, svc, names, nullptr);
     const std::vector<YamlNode>* routines = o.List("routines");
@@ -137,7 +139,7 @@ class Builder {
       RoutineNames& rn = names.routines.back();
       const std::string rpath = Index(o.Path("routines"), i);
       Object r((*routines)[i], rpath, RoutineRules(), sink_);
-      Routine rt = BuildRoutine(r, svc.timeout_ms, rn);
+      Routine rt = BuildRoutine(r, defaults, rn);
       if (rn.name.ok) {
         if (auto it = routine_names.find(rt.name); it != routine_names.end()) {
           sink_.Error(rn.name.at, rn.name.field, "duplicate routine name '" + rt.name +
@@ -163,7 +165,53 @@ class Builder {
     return svc;
   }
 
-  Routine BuildRoutine(Object& r, uint32_t service_timeout, RoutineNames& names) {
+  // What a routine inherits from its service.
+  struct ServiceDefaults {
+    std::string name;
+    uint32_t timeout_ms = 0;
+    bool memory_windows = false;
+    Location memory_windows_at;  // where the service declares it
+  };
+
+  // `memory_windows`: true for `required`, false for `none`, nullopt if
+  // absent or reported.
+  std::optional<bool> ReadMemoryWindows(Object& o) {
+    std::optional<std::string> v = o.String("memory_windows");
+    if (!v) return std::nullopt;
+    return *v == "required";
+  }
+
+  // A routine whose sessions use per-call memory windows (docs/idl.md
+  // `memory_windows`): the rules ClientSession::Open enforces, found here.
+  void CheckMemoryWindows(Object& r, const Routine& rt, const std::string& shown,
+                          const ServiceDefaults& service, bool own) {
+    const Location at = own ? r.At("memory_windows") : rt.location;
+    const std::string field = own ? r.Path("memory_windows") : r.path();
+    const std::string from =
+        own ? std::string()
+            : "; it inherits 'memory_windows: required' from service '" + service.name + "' (" +
+                  Line(service.memory_windows_at) + "): declare 'memory_windows: none' on it";
+    for (const Param& p : rt.params) {
+      if (p.is_stream()) {
+        sink_.Error(at, field,
+                    "routine '" + shown + "' has stream '" + p.name +
+                        "' and cannot use memory windows: a stream's ring keeps "
+                        "connection-long keys" + from);
+        return;
+      }
+      if (p.single_send) {
+        sink_.Error(at, field,
+                    "routine '" + shown + "' cannot use memory windows: parameter '" + p.name +
+                        "' is single_send, which needs the reference dialect, and the window "
+                        "keys travel in the spec dialect's metadata region (docs/protocol.md "
+                        "4.5)" + from);
+        return;
+      }
+    }
+  }
+
+  Routine BuildRoutine(Object& r, const ServiceDefaults& service, RoutineNames& names) {
+    const uint32_t service_timeout = service.timeout_ms;
     Routine rt;
     rt.location = r.location();
     if (!r.is_mapping()) return rt;
@@ -216,6 +264,9 @@ class Builder {
                     "are read once, so a retry on another NAA could not send them again");
       }
     }
+    const std::optional<bool> windows = ReadMemoryWindows(r);
+    rt.memory_windows = windows.value_or(service.memory_windows);
+    if (rt.memory_windows) CheckMemoryWindows(r, rt, shown, service, windows.has_value());
     if (params != nullptr && directions_known) {
       bool in = false, out = false;
       for (const Param& p : rt.params) in |= p.is_input(), out |= p.is_output();

@@ -57,7 +57,10 @@ struct ClientOptions {
   // session to an NAA that does not accept it, over a device without type-2
   // windows, or with streams fails to open (kFailedPrecondition /
   // kInvalidArgument) rather than fall back to connection-long keys.
-  bool memory_windows = false;
+  // Unset: off for a session opened here; generated clients, the CLI and
+  // Python use the routine's IDL declaration (docs/idl.md `memory_windows`).
+  // A value set here wins over the IDL, either way.
+  std::optional<bool> memory_windows;
   // Zero-copy sends of laid-out inputs (docs/protocol.md 16.2,
   // naarpc/user_memory.h): caller memory registered here is sent by gather
   // lists, without packing, when the layout's runs average at least

@@ -156,6 +156,15 @@ class _Routine:
         """The call as an awaitable for asyncio: `await c.S.R.aio(...)`."""
         return asyncio.wrap_future(self.future(deadline=deadline, **kwargs))
 
+    @property
+    def memory_windows(self):
+        """True if this routine's calls bind per-call memory windows (the
+        client's memory_windows, else the IDL's declaration): the NAA can
+        write the results only while a call runs. A connection that asks for
+        them opens only if the NAA accepted them, so a call that succeeded
+        ran with them."""
+        return self._client._native_client().memory_windows(self._name)
+
     def stream(self, deadline=None, **kwargs):
         """Starts the call and returns at once: a StreamingCall whose output
         streams are iterators of arrays, read while the call runs (one chunk
@@ -274,12 +283,16 @@ class Client:
     NAA the channel picks (round robin); a failed NAA is ejected for a while;
     a call of an idempotent routine that met a failed NAA runs on another.
     transport: "emulated" (TCP), "verbs" (RDMA) or "auto". dialect: "spec" or
-    "reference". Connections are opened on first use, one per routine and
-    concurrent call, and kept for the next calls. Thread-safe.
+    "reference". memory_windows: True/False for every routine (per-call
+    memory windows over the results, docs/idl.md), None: each routine's IDL
+    declaration (`memory_windows: required`); a routine that uses them fails
+    to connect to an NAA or device without them (naarpc.Error, status
+    FAILED_PRECONDITION). Connections are opened on first use, one per
+    routine and concurrent call, and kept for the next calls. Thread-safe.
     """
 
     def __init__(self, idl, target=None, transport="auto", device="", dialect="spec",
-                 max_workers=None):
+                 max_workers=None, memory_windows=None):
         if isinstance(idl, (str, os.PathLike)):
             idl = load_idl(idl)
         if not isinstance(idl, Idl):
@@ -294,7 +307,11 @@ class Client:
         else:
             raise TypeError(f"target must be \"HOST[:PORT]\", a non-empty list of them or None, "
                             f"got {target!r}")
-        self._client = _naarpc.Client(idl._native, targets, transport, device, dialect)
+        if memory_windows is not None and not isinstance(memory_windows, bool):
+            raise TypeError(f"memory_windows must be True, False or None (the IDL's "
+                            f"declaration), got {memory_windows!r}")
+        self._client = _naarpc.Client(idl._native, targets, transport, device, dialect,
+                                      memory_windows)
         self._services = {}
         self._pool = None
         self._pool_lock = threading.Lock()
@@ -416,7 +433,7 @@ class Server:
 
 
 def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device="",
-          dialect="any", service=None, block=True):
+          dialect="any", service=None, block=True, memory_windows=True):
     """A software NAA for the routines of `idl`, with Python kernels.
 
     kernels: {"Service.Routine" (or "Routine"): kernel}. A kernel is called
@@ -429,7 +446,8 @@ def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device=
     input's). A kernel may also be a built-in kernel of `naarpc serve`
     ("echo", "increment", "zeros", "sleep:MS", "fail:NAME"). Routines without
     a kernel answer 0x03 (unknown function). Arrays are valid only while the
-    kernel runs.
+    kernel runs. memory_windows=False refuses clients' per-call memory
+    windows (ServerOptions::memory_windows), as an NAA that predates them.
 
     block=True serves until Ctrl-C; block=False returns the running Server
     (a context manager; port=0 picks a free port, server.port tells it).
@@ -439,7 +457,7 @@ def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device=
     if not isinstance(idl, Idl):
         raise TypeError(f"idl must be a naarpc.Idl or a path, got {type(idl).__name__}")
     native = _naarpc.Server(idl._native, dict(kernels), address, int(port), transport, device,
-                            dialect, service)
+                            dialect, service, bool(memory_windows))
     server = Server(native, idl)
     if not block:
         return server

@@ -20,7 +20,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     std::vector<RegionSpec> regions, const ClientOptions& options, Deadline deadline) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (options.memory_windows) {
+  if (options.memory_windows.value_or(false)) {
     if (options.dialect != Dialect::kSpec) {
       return InvalidArgumentError(
           "ClientOptions::memory_windows needs the spec dialect (the window keys travel in its "

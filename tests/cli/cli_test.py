@@ -126,6 +126,28 @@ class DescribeTest(unittest.TestCase):
         self.assertRegex(out, r"in    a: f32\[1024\]  4 KiB")
         self.assertRegex(out, r"inout x: f64\[<=65536\]  512 KiB \(8-byte length header\)")
 
+    def test_memory_windows_declaration(self):
+        # docs/idl.md `memory_windows`: the service's is its routines' default.
+        path = os.path.join(tempfile.mkdtemp(), "w.naa.yaml")
+        with open(path, "w") as f:
+            f.write("package: t.w\nservices:\n  - name: S\n    memory_windows: required\n"
+                    "    routines:\n"
+                    "      - {name: A, code: 1, params: [{name: x, type: u8, size: 4, "
+                    "direction: in}, {name: y, type: u8, size: 4, direction: out}]}\n"
+                    "      - {name: B, code: 2, memory_windows: none, params: [{name: x, "
+                    "type: u8, size: 4, direction: in}, {name: y, type: u8, size: 4, "
+                    "direction: out}]}\n")
+        rc, out, err = run("describe", path)
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertRegex(out, r"A  code 1 .*client deadline \d+ ms, per-call memory windows\n")
+        self.assertRegex(out, r"B  code 2 .*client deadline \d+ ms\n")
+        rc, out, err = run("describe", path, "--json")
+        self.assertEqual(rc, EXIT_OK, err)
+        j = json.loads(out)
+        self.assertTrue(j["services"][0]["memory_windows"])
+        self.assertEqual([r["memory_windows"] for r in j["services"][0]["routines"]],
+                         [True, False])
+
     def test_text_internal_single_send_and_errors(self):
         rc, out, err = run("describe", TYPES, "Shapes.Weighted")
         self.assertEqual(rc, EXIT_OK, err)
@@ -154,11 +176,12 @@ class DescribeTest(unittest.TestCase):
                  "f32": 4, "f64": 8, "bytes": 1}
         param_keys = ["name", "type", "elements", "variable", "bytes", "direction",
                       "single_send", "stream", "doc"]
-        routine_keys = ["name", "code", "doc", "timeout_ms", "deadline_ms", "params",
-                        "internal", "errors"]
+        routine_keys = ["name", "code", "doc", "timeout_ms", "deadline_ms", "memory_windows",
+                        "params", "internal", "errors"]
         seen_types = set()
         for service in doc["services"]:
-            self.assertEqual(list(service), ["name", "doc", "timeout_ms", "routines", "errors"])
+            self.assertEqual(list(service), ["name", "doc", "timeout_ms", "memory_windows",
+                                             "routines", "errors"])
             for r in service["routines"]:
                 self.assertEqual(list(r), routine_keys)
                 self.assertTrue(1 <= r["code"] <= 127)
@@ -503,6 +526,16 @@ class CallServeBase:
         else:
             self.assertEqual(rc, EXIT_USAGE, out)
             self.assertIn("--memory-windows needs --dialect spec", err)
+
+    def test_no_memory_windows(self):
+        # Off for every routine, whatever the IDL declares (docs/idl.md).
+        rc, out, err = self.call(self.inc, "U32", "--in", "x=[1, 2, 3]", "--no-memory-windows")
+        self.assertEqual(rc, EXIT_OK, err)
+        self.assertIn("y = [2, 3, 4]", out)
+        rc, out, err = self.call(self.inc, "U32", "--in", "x=[1]", "--memory-windows",
+                                 "--no-memory-windows")
+        self.assertEqual(rc, EXIT_USAGE, out)
+        self.assertIn("excludes", err)
 
     def test_naa_application_error_by_idl_name(self):
         rc, out, err = self.call(self.inc, "I8", "--in", "x=[1, 2, 3]")

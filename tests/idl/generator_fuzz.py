@@ -258,6 +258,12 @@ def make_idl(g, case, limit):
                     extra += ", doc: " + json.dumps(g.doc(), ensure_ascii=False)
                 lines.append("          - {name: %s, type: %s, %s, direction: %s%s}" % (
                     yaml_string(pname, rng), t, size, direction, extra))
+            windowed = not any("stream:" in l or "single_send" in l
+                               for l in lines[-n:])
+            if (windowed or g.hostile()) and g.chance(0.15):
+                # docs/idl.md `memory_windows` (a hostile one on a routine
+                # with streams or single_send is rejected at its line).
+                lines.append("        memory_windows: " + g.pick(["required", "none"]))
             if g.chance(0.2) and n < limit:
                 lines.append("        internal:")
                 for _ in range(rng.randint(1, 2)):

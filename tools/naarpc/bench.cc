@@ -563,7 +563,7 @@ Status RunBench(const BenchOptions& o) {
       "naarpc bench: %s on %s:%u (transport %s, dialect %s%s), %.3g s per point\n", name.c_str(),
       o.host.c_str(), unsigned{o.port}, std::string(transport->name()).c_str(),
       o.client.dialect == Dialect::kSpec ? "spec" : "reference",
-      o.client.memory_windows ? ", memory windows" : "", o.duration.count() / 1000.0);
+      o.client.memory_windows.value_or(r.memory_windows) ? ", memory windows" : "", o.duration.count() / 1000.0);
   for (const auto& [host, port] : o.more_naas) {
     std::printf("  and on %s:%u (client c calls NAA c mod %zu)\n", host.c_str(), unsigned{port},
                 1 + o.more_naas.size());

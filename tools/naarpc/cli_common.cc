@@ -87,7 +87,7 @@ Result<ClientOptions> ClientOptionsFor(const CommonArgs& c) {
   }
   ClientOptions options;
   options.dialect = *dialect;
-  options.memory_windows = c.memory_windows;
+  if (c.memory_windows || c.no_memory_windows) options.memory_windows = c.memory_windows;
   return options;
 }
 

@@ -52,10 +52,12 @@ struct CommonArgs {
   std::string idl, transport = "auto", device, dialect = "spec";
   std::vector<std::string> targets;  // --target, repeatable: a channel over them
   int64_t deadline_ms = 0;  // 0: the routine's default deadline
-  bool memory_windows = false;  // per-call windows (docs/protocol.md 4.5)
+  // Per-call windows (docs/protocol.md 4.5): --memory-windows /
+  // --no-memory-windows; neither: the routine's IDL declaration.
+  bool memory_windows = false, no_memory_windows = false;
 };
 
-// --dialect and --memory-windows as ClientOptions.
+// --dialect and --[no-]memory-windows as ClientOptions.
 Result<ClientOptions> ClientOptionsFor(const CommonArgs& c);
 
 // --transport / --device, adjusted for NAA_LOCAL_IP if it is set.

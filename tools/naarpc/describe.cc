@@ -77,7 +77,9 @@ std::string OneLine(const std::string& doc) {
 void RoutineText(const idl::Service& s, const idl::Routine& r, std::string& out) {
   out += "  " + r.name + "  code " + std::to_string(r.code) + " (" + Hex(r.code) +
          "), kernel timeout " + std::to_string(r.timeout_ms) + " ms, client deadline " +
-         std::to_string(r.deadline_ms) + " ms\n";
+         std::to_string(r.deadline_ms) + " ms" +
+         // docs/idl.md `memory_windows` (the default; ClientOptions overrides)
+         (r.memory_windows ? ", per-call memory windows" : "") + "\n";
   if (!r.doc.empty()) out += "    " + OneLine(r.doc) + "\n";
   for (const idl::Param& p : r.params) {
     const std::string_view dir = idl::DirectionName(p.direction);
@@ -128,6 +130,7 @@ nlohmann::ordered_json RoutineJson(const idl::Routine& r) {
   j["doc"] = r.doc;
   j["timeout_ms"] = r.timeout_ms;
   j["deadline_ms"] = r.deadline_ms;
+  j["memory_windows"] = r.memory_windows;
   j["params"] = nlohmann::ordered_json::array();
   for (const idl::Param& p : r.params) {
     j["params"].push_back({{"name", p.name},
@@ -208,6 +211,7 @@ Result<std::string> DescribeJson(const idl::IdlFile& idl, std::string_view selec
     sj["name"] = s->name;
     sj["doc"] = s->doc;
     sj["timeout_ms"] = s->timeout_ms;
+    sj["memory_windows"] = s->memory_windows;
     sj["routines"] = nlohmann::ordered_json::array();
     for (const idl::Routine& r : s->routines) {
       if (sel->routine == nullptr || sel->routine == &r) sj["routines"].push_back(RoutineJson(r));

@@ -125,12 +125,18 @@ Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
     Transport& transport, const std::string& host, uint16_t port, const idl::Service& service,
     const idl::Routine& routine, const ClientOptions& options, Deadline deadline,
     std::shared_ptr<StatsRegistry> stats) {
-  auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), options, deadline);
+  // The routine's IDL declaration is the default of memory_windows
+  // (docs/idl.md), as in generated clients.
+  ClientOptions resolved = options;
+  if (!resolved.memory_windows) resolved.memory_windows = routine.memory_windows;
+  auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), resolved, deadline);
   if (!session.ok()) {
     return session.status().WithContext(service.name + "." + routine.name);
   }
-  return std::unique_ptr<DynamicCall>(new DynamicCall(service, routine, std::move(*session),
-                                                      std::move(stats), HostPort(host, port)));
+  std::unique_ptr<DynamicCall> call(new DynamicCall(service, routine, std::move(*session),
+                                                    std::move(stats), HostPort(host, port)));
+  call->memory_windows_ = *resolved.memory_windows;
+  return call;
 }
 
 void DynamicCall::BeginObserved() {

@@ -103,6 +103,9 @@ class DynamicCall {
   uint64_t last_bytes_received() const { return last_bytes_received_; }
   ClientSession& session() { return *session_; }
   const std::string& full_name() const { return name_; }
+  // The session's results are opened by per-call memory windows (the MRSP
+  // negotiated them: a session that asked and was refused does not open).
+  bool memory_windows() const { return memory_windows_; }
 
  private:
   // `memory` (the in-memory form) or `external` streams.
@@ -137,6 +140,7 @@ class DynamicCall {
   int64_t observed_start_ns_ = 0;
   uint64_t last_bytes_sent_ = 0;
   uint64_t last_bytes_received_ = 0;
+  bool memory_windows_ = false;
   std::vector<uint64_t> started_send_lengths_;
 };
 

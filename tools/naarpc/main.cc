@@ -156,7 +156,12 @@ void AddCommon(CLI::App* cmd, CommonArgs& c) {
   cmd->add_flag("--memory-windows", c.memory_windows,
                "bind a memory window over the results before each call and invalidate it "
                "before returning, so the NAA can write them only during the call "
-               "(docs/protocol.md 4.5; spec dialect only)");
+               "(docs/protocol.md 4.5; spec dialect only); default: the routine's IDL "
+               "declaration (memory_windows: required)");
+  cmd->add_flag("--no-memory-windows", c.no_memory_windows,
+                "results keep connection-long keys even if the IDL declares "
+                "memory_windows: required (an NAA without windows)")
+      ->excludes("--memory-windows");
   cmd->add_option("--deadline", c.deadline_ms,
                   "milliseconds per call (the first includes connecting and the MRSP); "
                   "default: the routine's deadline_ms")

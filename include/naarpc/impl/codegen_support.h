@@ -136,6 +136,14 @@ struct StubOptions {
   std::shared_ptr<InterceptorChain> interceptors;
 };
 
+// The options of a routine declared `memory_windows: required` (docs/idl.md):
+// its sessions use per-call memory windows unless the user set
+// ClientOptions::memory_windows (true or false), which wins.
+inline StubOptions WithMemoryWindows(StubOptions options) {
+  if (!options.session.memory_windows.has_value()) options.session.memory_windows = true;
+  return options;
+}
+
 // The sessions of one routine: opened lazily, reused, a failed (ERROR)
 // session is dropped and a new one opened on the next call. Thread-safe.
 // Owned by shared_ptr: a Lease keeps its pool alive, so a zero-copy call

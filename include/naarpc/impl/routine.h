@@ -78,6 +78,9 @@ struct RoutineDesc {
   std::span<const InternalDesc> internals;
   // The IDL name of an NAA status ("" if unknown): <Service>ErrorName.
   std::string_view (*error_name)(uint8_t) = nullptr;
+  // Declared `memory_windows: required` (docs/idl.md): its sessions use
+  // per-call memory windows unless ClientOptions::memory_windows is set.
+  bool memory_windows = false;
 
   constexpr size_t region_count() const { return params.size() + internals.size(); }
   constexpr bool has_variable() const {
@@ -96,6 +99,7 @@ struct RoutineTable {
   std::string_view method;
   uint8_t code = 0;
   std::string_view (*error_name)(uint8_t) = nullptr;
+  bool memory_windows = false;
   std::array<ParamDesc, P> params{};
   std::array<InternalDesc, I> internals{};
   constexpr operator RoutineDesc() const {  // NOLINT: used as a RoutineDesc
@@ -104,7 +108,8 @@ struct RoutineTable {
             .code = code,
             .params = params,
             .internals = internals,
-            .error_name = error_name};
+            .error_name = error_name,
+            .memory_windows = memory_windows};
   }
 };
 
@@ -135,7 +140,7 @@ inline std::shared_ptr<SessionPool> NewPool(Transport& transport, const std::str
                                             uint16_t port, const RoutineDesc& r,
                                             const StubOptions& options) {
   return std::make_shared<SessionPool>(transport, host, port, std::string(r.name), RegionSpecs(r),
-                                       options);
+                                       r.memory_windows ? WithMemoryWindows(options) : options);
 }
 
 // A zero-copy call object on a session of `pool`: `make(lease)` (the

@@ -525,7 +525,7 @@ namespace {
 struct SecondPingRoutine {
   static constexpr naarpc::codegen::RoutineTable<1, 0> naarpc_desc{
       .name = "Second.Ping", .method = "Ping", .code = 1,
-      .error_name = &SecondErrorName,
+      .error_name = &SecondErrorName, .memory_windows = true,
       .params = { {
           {.name = "v", .type = "u32", .direction = naarpc::Direction::kInOut, .element_size = 4, .count = 1},
       } }};
