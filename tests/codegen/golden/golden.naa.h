@@ -214,7 +214,7 @@ class KitchenClient final : public KitchenClientInterface {
 
    private:
     friend class KitchenClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit MixedCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
@@ -259,7 +259,7 @@ class KitchenClient final : public KitchenClientInterface {
 
    private:
     friend class KitchenClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit EchoCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
@@ -497,7 +497,7 @@ class SecondClient final : public SecondClientInterface {
 
    private:
     friend class SecondClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit PingCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
@@ -881,6 +881,7 @@ class StreamerClient final : public StreamerClientInterface {
 
    private:
     friend class StreamerClient;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit DigestCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     naarpc::codegen::SessionPool::Lease lease_;
@@ -929,6 +930,7 @@ class StreamerClient final : public StreamerClientInterface {
 
    private:
     friend class StreamerClient;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit ConvertCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     naarpc::codegen::SessionPool::Lease lease_;
@@ -1074,6 +1076,7 @@ class StreamerClient final : public StreamerClientInterface {
 
    private:
     friend class StreamerClient;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit WideCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     naarpc::codegen::SessionPool::Lease lease_;
@@ -1492,7 +1495,7 @@ class StencilClient final : public StencilClientInterface {
 
    private:
     friend class StencilClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit ColumnCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
@@ -1527,7 +1530,7 @@ class StencilClient final : public StencilClientInterface {
 
    private:
     friend class StencilClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit HaloCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
@@ -1567,7 +1570,7 @@ class StencilClient final : public StencilClientInterface {
 
    private:
     friend class StencilClient;
-    template <typename> friend class naarpc::codegen::CallOp;
+    template <typename> friend class naarpc::codegen::CallOp;  // also SessionOf (GatherInput)
     explicit MeshCall(naarpc::codegen::SessionPool::Lease lease)
         : lease_(std::move(lease)) {}
     // Invoke() in two steps (the client's CallEngine drives the call between).
