@@ -251,11 +251,11 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
       w.held = true;
       sq_.held_for_swap = w.seq;
     }
-    sq_.wrs.push_back(w);
+    sq_.wrs.push_back(std::move(w));
     ++sq_.next_seq;
     if (copy) {
       copy->seq = sq_.next_seq++;
-      sq_.wrs.push_back(*copy);
+      sq_.wrs.push_back(std::move(*copy));
     }
   }
   if (drop) {

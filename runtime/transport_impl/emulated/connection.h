@@ -113,7 +113,10 @@ struct SendQueue {
 // A frame queued for the socket (header, then payload straight from
 // registered memory).
 struct OutFrame {
-  uint8_t hdr[kHdrSize];
+  // One trivially copyable block, so a move of the frame copies it whole.
+  struct HeaderBytes {
+    uint8_t bytes[kHdrSize];
+  } hdr;
   const uint8_t* payload = nullptr;
   std::shared_ptr<const std::vector<uint8_t>> gathered;  // keeps `payload` alive
   uint32_t len = 0;
@@ -256,7 +259,7 @@ class EmuConnection final : public Connection {
 
   // frame_io.cc
   void EnqueueFrame(const SendWr& w);
-  void QueueUrgent(OutFrame f);
+  void QueueUrgent(OutFrame&& f);
   void UpdateCtrl();
   bool Push();
   void ReadInput(bool block = false);

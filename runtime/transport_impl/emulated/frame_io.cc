@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace naarpc {
 namespace emulated {
@@ -35,7 +38,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.key = m.rkey;
   h.imm = m.imm;
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
-  EncodeHeader(h, f.hdr);
+  EncodeHeader(h, f.hdr.bytes);
   f.payload = m.payload;
   f.gathered = m.gathered;
   f.len = m.len;
@@ -45,14 +48,14 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
     f.corrupt_off = m.corrupt_off;
     f.corrupt_byte = static_cast<uint8_t>(m.payload[m.corrupt_off] ^ 0xff);
   }
-  out_.frames.push_back(f);
+  out_.frames.push_back(std::move(f));
 }
 
 // Puts a small frame ahead of every frame not yet started.
-void EmuConnection::QueueUrgent(OutFrame f) {
+void EmuConnection::QueueUrgent(OutFrame&& f) {
   size_t pos = 0;
   while (pos < out_.frames.size() && (out_.frames[pos].sent > 0 || out_.frames[pos].seq == 0)) ++pos;
-  out_.frames.insert(out_.frames.begin() + static_cast<std::ptrdiff_t>(pos), f);
+  out_.frames.insert(out_.frames.begin() + static_cast<std::ptrdiff_t>(pos), std::move(f));
 }
 
 // Queues a CTRL frame if the ack changed (an unsent one is updated in place;
@@ -67,14 +70,14 @@ void EmuConnection::UpdateCtrl() {
     if (f.sent > 0) continue;
     if (f.seq != 0) break;  // control frames precede unstarted request frames
     if (f.is_ctrl) {
-      EncodeHeader(h, f.hdr);
+      EncodeHeader(h, f.hdr.bytes);
       return;
     }
   }
   OutFrame f;
   f.is_ctrl = true;
-  EncodeHeader(h, f.hdr);
-  QueueUrgent(f);
+  EncodeHeader(h, f.hdr.bytes);
+  QueueUrgent(std::move(f));
 }
 
 // Writes as much of the output queue as the socket takes. Returns true if
@@ -89,22 +92,26 @@ bool EmuConnection::Push() {
     for (const OutFrame& f : out_.frames) {
       if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
       // Segments of the frame: header, payload (one byte replaced if corrupt).
-      const uint8_t* seg_ptr[4] = {f.hdr, f.payload, &f.corrupt_byte, nullptr};
+      const uint8_t* seg_ptr[4] = {f.hdr.bytes, f.payload, &f.corrupt_byte, nullptr};
       uint64_t seg_len[4] = {kHdrSize, f.len, 0, 0};
+      int segs = 2;
       if (f.corrupt_off != UINT32_MAX) {
         seg_len[1] = f.corrupt_off;
         seg_len[2] = 1;
         seg_ptr[3] = f.payload + f.corrupt_off + 1;
         seg_len[3] = f.len - f.corrupt_off - 1;
+        segs = 4;
       }
       // A stalled message ends what goes out: its first bytes, then nothing.
       const uint64_t limit = std::min(f.stall_at, f.total());
-      for (uint64_t upto = 0; uint64_t& l : seg_len) {
-        l = std::min(l, limit - upto);
-        upto += l;
+      if (limit < f.total()) {
+        for (uint64_t upto = 0; uint64_t& l : seg_len) {
+          l = std::min(l, limit - upto);
+          upto += l;
+        }
       }
       uint64_t skip = f.sent;
-      for (int s = 0; s < 4; ++s) {
+      for (int s = 0; s < segs; ++s) {
         if (skip >= seg_len[s]) {
           skip -= seg_len[s];
           continue;
@@ -176,8 +183,9 @@ bool EmuConnection::BlockingRead(Deadline deadline) {
                                                                       Deadline::CoarseNow());
     const int64_t usable = left.count() - kMarginMs;
     if (usable < 4) return false;
-    want = 1;
-    while (want * 2 <= usable && want < (int64_t{1} << 40)) want *= 2;
+    // The largest power of two not above it (at most 2^40 ms).
+    want = static_cast<int64_t>(
+        std::bit_floor(std::min<uint64_t>(static_cast<uint64_t>(usable), uint64_t{1} << 40)));
   }
   if (want != in_.rcvtimeo_ms) {
     timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};
