@@ -87,6 +87,16 @@ bool CallEngine::EnsureStartedLocked() {
   return true;
 }
 
+template <typename Inbox, typename... Args>
+void CallEngine::HandOver(Inbox& inbox, Args&&... args) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox.emplace_back(std::forward<Args>(args)...);
+    remote_pending_.store(true, std::memory_order_seq_cst);
+  }
+  WakeRemote();
+}
+
 void CallEngine::WakeRemote() {
   // The engine sets polling_ before its last look at remote_pending_ /
   // freed_ and sleeps only if both were clear; the caller set one of them
@@ -418,13 +428,7 @@ void CallEngine::Connect(Op& op) {
   HeapRemove(op);  // the connect is bounded by the deadline itself
   helpers_->Run(
       [this, id = op.id, pool = op.pool, deadline = op.deadline] {
-        Result<SessionPool::Lease> lease = pool->OpenReserved(deadline);
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          connected_.emplace_back(id, std::move(lease));
-          remote_pending_.store(true, std::memory_order_seq_cst);
-        }
-        WakeRemote();
+        HandOver(connected_, id, pool->OpenReserved(deadline));
         return Status::Ok();
       },
       [](Status) {});
@@ -444,13 +448,7 @@ void CallEngine::StartOnSession(Op& op, SessionPool::Lease lease) {
     HeapRemove(op);
     helpers_->Run(
         [this, id = op.id, session] {
-          Status status = session->FinishCall();
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            finished_.emplace_back(id, std::move(status));
-            remote_pending_.store(true, std::memory_order_seq_cst);
-          }
-          WakeRemote();
+          HandOver(finished_, id, session->FinishCall());
           return Status::Ok();
         },
         [](Status) {});

@@ -160,6 +160,9 @@ class CallEngine {
   // Makes a sleeping engine thread look at what was handed to it: a system
   // call only while it sleeps (or is about to) in epoll_wait.
   void WakeRemote();
+  // From a helper thread: appends to `inbox` under mu_ and wakes the engine.
+  template <typename Inbox, typename... Args>
+  void HandOver(Inbox& inbox, Args&&... args);
   void Loop();
   // epoll_wait, after a bounded spin while calls are in flight and their
   // events have recently come soon.

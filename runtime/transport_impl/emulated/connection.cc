@@ -152,7 +152,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     w.msg.imm = r.imm_data;
     if (!r.sg_list.empty()) {
       // Every entry checked like `local` (an HCA fails the WR with a local
-      // protection error), then gathered into one payload.
+      // protection error); the bytes are read when the frame is sent.
       uint64_t total = 0;
       uint32_t err = kEmuErrNone;
       for (const LocalBuffer& b : r.sg_list) {
@@ -167,15 +167,14 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
         w.fail = CompletionStatus::kLocalProtectionError;
         w.vendor_err = err;
       } else {
-        auto bytes = std::make_shared<std::vector<uint8_t>>(total);
-        uint8_t* at = bytes->data();
+        auto pieces = std::make_shared<std::vector<GatherPiece>>();
+        pieces->reserve(r.sg_list.size());
         for (const LocalBuffer& b : r.sg_list) {
           if (b.length == 0) continue;
-          std::memcpy(at, reinterpret_cast<const void*>(static_cast<uintptr_t>(b.addr)), b.length);
-          at += b.length;
+          pieces->push_back({reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(b.addr)),
+                             static_cast<uint32_t>(b.length)});
         }
-        w.msg.payload = bytes->data();
-        w.msg.gathered = std::move(bytes);
+        w.msg.pieces = std::move(pieces);
       }
     } else if (w.len > 0) {
       uint32_t index;
@@ -251,11 +250,11 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
       w.held = true;
       sq_.held_for_swap = w.seq;
     }
-    sq_.wrs.push_back(w);
+    sq_.wrs.push_back(std::move(w));
     ++sq_.next_seq;
     if (copy) {
       copy->seq = sq_.next_seq++;
-      sq_.wrs.push_back(*copy);
+      sq_.wrs.push_back(std::move(*copy));
     }
   }
   if (drop) {

@@ -36,6 +36,12 @@ namespace emulated {
 using Clock = std::chrono::steady_clock;
 using internal::RingQueue;
 
+// One entry of a gather list: registered bytes read when the frame is sent.
+struct GatherPiece {
+  const uint8_t* data = nullptr;
+  uint32_t len = 0;
+};
+
 // What a send WR puts on the wire. Fault injection may change it, move it
 // to the next WR (kSwapWithNext) or send a copy (kDuplicate).
 struct WireMessage {
@@ -44,8 +50,9 @@ struct WireMessage {
   bool delayed = false;
   uint32_t len = 0;
   const uint8_t* payload = nullptr;
-  // A gather list's bytes, gathered when posted (SendRequest::sg_list).
-  std::shared_ptr<const std::vector<uint8_t>> gathered;
+  // A gather list (SendRequest::sg_list), checked when posted and read when
+  // the frame goes out, as an HCA reads it by DMA; `payload` is then null.
+  std::shared_ptr<const std::vector<GatherPiece>> pieces;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;
@@ -113,9 +120,12 @@ struct SendQueue {
 // A frame queued for the socket (header, then payload straight from
 // registered memory).
 struct OutFrame {
-  uint8_t hdr[kHdrSize];
-  const uint8_t* payload = nullptr;
-  std::shared_ptr<const std::vector<uint8_t>> gathered;  // keeps `payload` alive
+  // One trivially copyable block, so a move of the frame copies it whole.
+  struct HeaderBytes {
+    uint8_t bytes[kHdrSize];
+  } hdr;
+  const uint8_t* payload = nullptr;                          // contiguous, or
+  std::shared_ptr<const std::vector<GatherPiece>> pieces;  // a gather list
   uint32_t len = 0;
   uint32_t corrupt_off = UINT32_MAX;
   uint8_t corrupt_byte = 0;
@@ -256,7 +266,7 @@ class EmuConnection final : public Connection {
 
   // frame_io.cc
   void EnqueueFrame(const SendWr& w);
-  void QueueUrgent(OutFrame f);
+  void QueueUrgent(OutFrame&& f);
   void UpdateCtrl();
   bool Push();
   void ReadInput(bool block = false);

@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace naarpc {
 namespace emulated {
@@ -17,6 +20,16 @@ namespace {
 constexpr int kMaxIov = 64;
 constexpr size_t kMaxBytesPerSend = size_t{256} << 20;
 constexpr int kMaxReadsPerCall = 64;
+
+// REQUIRES: offset < m.len.
+uint8_t PayloadByte(const WireMessage& m, uint32_t offset) {
+  if (!m.pieces) return m.payload[offset];
+  for (const GatherPiece& p : *m.pieces) {
+    if (offset < p.len) return p.data[offset];
+    offset -= p.len;
+  }
+  return 0;  // unreachable: the pieces add up to m.len
+}
 
 }  // namespace
 
@@ -35,24 +48,24 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.key = m.rkey;
   h.imm = m.imm;
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
-  EncodeHeader(h, f.hdr);
+  EncodeHeader(h, f.hdr.bytes);
   f.payload = m.payload;
-  f.gathered = m.gathered;
+  f.pieces = m.pieces;
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
   if (m.corrupt_off < m.len) {
     f.corrupt_off = m.corrupt_off;
-    f.corrupt_byte = static_cast<uint8_t>(m.payload[m.corrupt_off] ^ 0xff);
+    f.corrupt_byte = static_cast<uint8_t>(PayloadByte(m, m.corrupt_off) ^ 0xff);
   }
-  out_.frames.push_back(f);
+  out_.frames.push_back(std::move(f));
 }
 
 // Puts a small frame ahead of every frame not yet started.
-void EmuConnection::QueueUrgent(OutFrame f) {
+void EmuConnection::QueueUrgent(OutFrame&& f) {
   size_t pos = 0;
   while (pos < out_.frames.size() && (out_.frames[pos].sent > 0 || out_.frames[pos].seq == 0)) ++pos;
-  out_.frames.insert(out_.frames.begin() + static_cast<std::ptrdiff_t>(pos), f);
+  out_.frames.insert(out_.frames.begin() + static_cast<std::ptrdiff_t>(pos), std::move(f));
 }
 
 // Queues a CTRL frame if the ack changed (an unsent one is updated in place;
@@ -67,14 +80,14 @@ void EmuConnection::UpdateCtrl() {
     if (f.sent > 0) continue;
     if (f.seq != 0) break;  // control frames precede unstarted request frames
     if (f.is_ctrl) {
-      EncodeHeader(h, f.hdr);
+      EncodeHeader(h, f.hdr.bytes);
       return;
     }
   }
   OutFrame f;
   f.is_ctrl = true;
-  EncodeHeader(h, f.hdr);
-  QueueUrgent(f);
+  EncodeHeader(h, f.hdr.bytes);
+  QueueUrgent(std::move(f));
 }
 
 // Writes as much of the output queue as the socket takes. Returns true if
@@ -88,37 +101,51 @@ bool EmuConnection::Push() {
     size_t total = 0;
     for (const OutFrame& f : out_.frames) {
       if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
-      // Segments of the frame: header, payload (one byte replaced if corrupt).
-      const uint8_t* seg_ptr[4] = {f.hdr, f.payload, &f.corrupt_byte, nullptr};
-      uint64_t seg_len[4] = {kHdrSize, f.len, 0, 0};
-      if (f.corrupt_off != UINT32_MAX) {
-        seg_len[1] = f.corrupt_off;
-        seg_len[2] = 1;
-        seg_ptr[3] = f.payload + f.corrupt_off + 1;
-        seg_len[3] = f.len - f.corrupt_off - 1;
-      }
       // A stalled message ends what goes out: its first bytes, then nothing.
       const uint64_t limit = std::min(f.stall_at, f.total());
-      for (uint64_t upto = 0; uint64_t& l : seg_len) {
-        l = std::min(l, limit - upto);
-        upto += l;
+      if (f.sent == 0 && limit == f.total() && !f.pieces && f.corrupt_off == UINT32_MAX &&
+          total + limit <= kMaxBytesPerSend) {  // the common frame: header and payload, whole
+        iov[n++] = {const_cast<uint8_t*>(f.hdr.bytes), kHdrSize};
+        if (f.len > 0) iov[n++] = {const_cast<uint8_t*>(f.payload), f.len};
+        total += limit;
+        continue;
       }
-      uint64_t skip = f.sent;
-      for (int s = 0; s < 4; ++s) {
-        if (skip >= seg_len[s]) {
-          skip -= seg_len[s];
-          continue;
+      uint64_t pos = 0;   // the frame offset of the next segment
+      bool full = false;  // the rest of the frame goes with the next sendmsg
+      // Frame bytes [pos, pos + len) at `p`, less what is sent or past the limit.
+      auto segment = [&](const uint8_t* p, uint64_t len) {
+        const uint64_t start = pos;
+        pos += len;
+        const uint64_t begin = std::max(start, f.sent), end = std::min(pos, limit);
+        if (begin >= end || full) return;
+        if (n == kMaxIov || total >= kMaxBytesPerSend) {
+          full = true;
+          return;
         }
-        size_t len = static_cast<size_t>(
-            std::min<uint64_t>(seg_len[s] - skip, kMaxBytesPerSend - total));
-        iov[n].iov_base = const_cast<uint8_t*>(seg_ptr[s] + skip);
-        iov[n].iov_len = len;
+        const size_t take = static_cast<size_t>(std::min(end - begin, kMaxBytesPerSend - total));
+        iov[n].iov_base = const_cast<uint8_t*>(p + (begin - start));
+        iov[n].iov_len = take;
         ++n;
-        total += len;
-        skip = 0;
-        if (total >= kMaxBytesPerSend) break;
+        total += take;
+        full = take < end - begin;
+      };
+      // Payload bytes, the corrupted one (fault injection) replaced.
+      const uint64_t corrupt_at =
+          f.corrupt_off == UINT32_MAX ? UINT64_MAX : kHdrSize + uint64_t{f.corrupt_off};
+      auto payload = [&](const uint8_t* p, uint64_t len) {
+        if (corrupt_at < pos || corrupt_at >= pos + len) return segment(p, len);
+        const uint64_t before = corrupt_at - pos;
+        segment(p, before);
+        segment(&f.corrupt_byte, 1);
+        segment(p + before + 1, len - before - 1);
+      };
+      segment(f.hdr.bytes, kHdrSize);
+      if (f.pieces) {
+        for (const GatherPiece& piece : *f.pieces) payload(piece.data, piece.len);
+      } else {
+        payload(f.payload, f.len);
       }
-      if (limit < f.total()) break;  // nothing after a stalled message
+      if (full || limit < f.total()) break;  // nothing after a stalled message
     }
     if (n == 0) {  // all that is left is behind a stalled message
       out_.stalled = true;
@@ -176,8 +203,9 @@ bool EmuConnection::BlockingRead(Deadline deadline) {
                                                                       Deadline::CoarseNow());
     const int64_t usable = left.count() - kMarginMs;
     if (usable < 4) return false;
-    want = 1;
-    while (want * 2 <= usable && want < (int64_t{1} << 40)) want *= 2;
+    // The largest power of two not above it (at most 2^40 ms).
+    want = static_cast<int64_t>(
+        std::bit_floor(std::min<uint64_t>(static_cast<uint64_t>(usable), uint64_t{1} << 40)));
   }
   if (want != in_.rcvtimeo_ms) {
     timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};

@@ -52,8 +52,8 @@ void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t ve
     h.seq = seq;
     h.key = static_cast<uint32_t>(st);
     h.imm = vendor;
-    EncodeHeader(h, f.hdr);
-    out_.frames.push_back(f);
+    EncodeHeader(h, f.hdr.bytes);
+    out_.frames.push_back(std::move(f));
     Push();
   }
   Break(std::move(reason));
@@ -90,7 +90,7 @@ void EmuConnection::Pump() {
   if (!sq_.wrs.empty() && sq_.wrs.front().seq == sq_.next_tx_seq &&
       (sq_.local.empty() || sq_.local.front().after_seq >= sq_.next_tx_seq) &&
       sq_.wrs.front().fail != CompletionStatus::kSuccess) {
-    SendWr w = sq_.wrs.front();
+    SendWr w = std::move(sq_.wrs.front());
     sq_.wrs.pop_front();
     ++sq_.next_tx_seq;
     CompleteSend(w, w.fail, w.vendor_err);
@@ -175,8 +175,8 @@ void EmuConnection::ProcessRequest(const Header& h) {
     Header nak;
     nak.type = kFrameRnrNak;
     nak.seq = h.seq;
-    EncodeHeader(nak, f.hdr);
-    QueueUrgent(f);
+    EncodeHeader(nak, f.hdr.bytes);
+    QueueUrgent(std::move(f));
     in_.rnr = true;
     in_.payload_pending = h.length > 0;
     return;

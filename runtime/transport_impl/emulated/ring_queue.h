@@ -67,7 +67,8 @@ class RingQueue {
   const_iterator begin() const { return const_iterator(this, 0); }
   const_iterator end() const { return const_iterator(this, size_); }
 
-  void push_back(T v) {
+  void push_back(const T& v) { push_back(T(v)); }
+  void push_back(T&& v) {
     if (size_ == capacity_) Grow();
     slots_[(head_ + size_) & mask_] = std::move(v);
     ++size_;
@@ -82,7 +83,7 @@ class RingQueue {
     while (!empty()) pop_front();
   }
   // Inserts `v` before `pos`, shifting the elements from `pos` on back by one.
-  void insert(iterator pos, T v) {
+  void insert(iterator pos, T&& v) {
     const size_t at = pos.index();
     push_back(std::move(v));
     for (size_t i = size_ - 1; i > at; --i) std::swap((*this)[i], (*this)[i - 1]);

@@ -255,6 +255,15 @@ Status VerbsConnection::RequestNotify(NotifyMode mode) {
   return Status::Ok();
 }
 
+bool VerbsConnection::TakeCqEvent() {
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  if (ibv_get_cq_event(core_->comp_channel.get(), &ev_cq, &ev_ctx) != 0) return false;
+  ibv_ack_cq_events(ev_cq, 1);
+  armed_ = false;  // an event disarms the CQ
+  return true;
+}
+
 Result<bool> VerbsConnection::WaitNotify(Deadline deadline) {
   for (;;) {
     if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
@@ -281,15 +290,7 @@ Result<bool> VerbsConnection::WaitNotify(Deadline deadline) {
     if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
     if (fds[2].revents & POLLIN) wake_.Drain();
     if (fds[1].revents & POLLIN) HandleCmEvents();
-    if (fds[0].revents & POLLIN) {
-      ibv_cq* ev_cq = nullptr;
-      void* ev_ctx = nullptr;
-      if (ibv_get_cq_event(core_->comp_channel.get(), &ev_cq, &ev_ctx) == 0) {
-        ibv_ack_cq_events(ev_cq, 1);
-        armed_ = false;
-        return true;
-      }
-    }
+    if ((fds[0].revents & POLLIN) && TakeCqEvent()) return true;
   }
 }
 
@@ -386,14 +387,7 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
     int rc = ppoll(fds, 3, wait.infinite() ? nullptr : &timeout, nullptr);
     if (fds[2].revents & POLLIN) wake_.Drain();
     if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
-    if (fds[0].revents & POLLIN) {
-      ibv_cq* ev_cq = nullptr;
-      void* ev_ctx = nullptr;
-      if (ibv_get_cq_event(core_->comp_channel.get(), &ev_cq, &ev_ctx) == 0) {
-        ibv_ack_cq_events(ev_cq, 1);
-        armed_ = false;
-      }
-    }
+    if (fds[0].revents & POLLIN) TakeCqEvent();
     if (rc == 0 && planned_wake_pending && !deadline.expired() &&
         Deadline::Clock::now() >= *slept_at + plan->wake_after) {
       // Woken by the plan, before the completion: spin through it.

@@ -108,6 +108,9 @@ class VerbsConnection final : public Connection {
                                                       Deadline deadline);
   [[gnu::always_inline]] Result<size_t> DrainCq(std::span<Completion> out);
   Completion Convert(const ibv_wc& wc);
+  // Takes and acknowledges one raised CQ event (the CQ is then unarmed);
+  // false if none was raised.
+  bool TakeCqEvent();
 
   bool IsDown() const { return down_.is_down || disconnect_requested_.load(); }
   bool Outstanding() const { return work_.signaled_pending > 0 || !work_.recvs.empty(); }
