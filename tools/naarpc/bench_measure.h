@@ -34,8 +34,7 @@ struct Point {
 // Sorts `us` (not empty) and fills `p`'s calls, percentiles and rates.
 void Summarize(std::vector<double>& us, double seconds, uint64_t bytes_per_call, Point& p);
 
-// Runs `clients` threads, each calling `once` (with its own state from
-// `open`) until `duration` has passed; latencies in microseconds.
+// One client thread's latencies (microseconds) and its last call's status.
 struct Worker {
   std::vector<double> us;
   Status status;
@@ -45,6 +44,9 @@ struct Worker {
 // still give percentiles.
 constexpr uint64_t kMinCallsPerClient = 5;
 
+// Runs a thread per client, each calling `once` on its client until
+// `duration` has passed (after one warm-up call, not counted); the point of
+// all their latencies, or the first failure.
 template <typename Client>
 Result<Point> Measure(std::vector<std::unique_ptr<Client>>& clients,
                       std::chrono::milliseconds duration, Progress& progress,
