@@ -8,8 +8,6 @@
 //   bazel run -c opt //bench:async_bench -- [--transport=emulated|verbs]
 //       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000]
 #include <dirent.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,10 +17,12 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/naa_child.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
 #include "services/vector/vector.naa.h"
@@ -154,11 +154,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   // The NAA in a child process, forked before any thread exists.
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return 1;
-  const pid_t child = fork();
-  if (child == 0) {
-    close(pipefd[0]);
+  using naarpc::bench::NaaChild;
+  std::optional<NaaChild> naa = NaaChild::Start(1, [&](const NaaChild::ReportPorts& report) {
     auto transport = naarpc::NewTransport(transport_name);
     if (!transport.ok()) _exit(1);
     vec::VectorArithServiceImpl service;
@@ -171,24 +168,18 @@ int main(int argc, char** argv) {
         inflight.empty() ? 0 : *std::max_element(inflight.begin(), inflight.end()));
     auto server = naarpc::NaaServer::Start(**transport, address, 0, service, server_options);
     if (!server.ok()) _exit(1);
-    const uint16_t port = (*server)->port();
-    if (write(pipefd[1], &port, sizeof port) != sizeof port) _exit(1);
-    close(pipefd[1]);
-    pause();  // until killed
-    _exit(0);
-  }
-  close(pipefd[1]);
-  uint16_t port = 0;
-  if (read(pipefd[0], &port, sizeof port) != sizeof port) {
+    report({(*server)->port()});
+    for (;;) pause();  // serving, until killed
+  });
+  if (!naa) {
     std::fprintf(stderr, "the NAA did not start\n");
     return 1;
   }
-  close(pipefd[0]);
+  const uint16_t port = naa->port();
 
   auto transport = naarpc::NewTransport(transport_name);
   if (!transport.ok()) {
     std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
-    kill(child, SIGKILL);
     return 1;
   }
   std::printf("VectorArith.Add (2 x 4 KiB in, 4 KiB out), %s transport, %zu calls per cell\n",
@@ -212,7 +203,6 @@ int main(int argc, char** argv) {
                 engine.helper_threads, k);
     std::fflush(stdout);
   }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  naa->Kill();
   return rc;
 }

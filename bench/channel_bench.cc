@@ -10,8 +10,6 @@
 // the figures then show the channel's overhead, not a speed-up.
 //
 //   bazel run -c opt //bench:channel_bench -- [--seconds=2] [--inflight=32] [--elements=256]
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,10 +19,12 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/naa_child.h"
 #include "naarpc/channel.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
@@ -36,18 +36,11 @@ namespace {
 namespace vec = naarpc::services::vector;
 using Clock = std::chrono::steady_clock;
 
-struct Naa {
-  pid_t pid = -1;
-  uint16_t port = 0;
-};
+using naarpc::bench::NaaChild;
 
-// A software NAA in a child process; its port.
-Naa Fork(size_t max_handshakes) {
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  const pid_t child = fork();
-  if (child == 0) {
-    close(fds[0]);
+// A software NAA in a child process.
+std::optional<NaaChild> StartNaa(size_t max_handshakes) {
+  return NaaChild::Start(1, [&](const NaaChild::ReportPorts& report) {
     auto transport = naarpc::NewTransport("emulated");
     if (!transport.ok()) _exit(1);
     vec::VectorArithServiceImpl service;
@@ -55,17 +48,9 @@ Naa Fork(size_t max_handshakes) {
     options.max_handshakes_per_peer = std::max(options.max_handshakes_per_peer, max_handshakes);
     auto server = naarpc::NaaServer::Start(**transport, "127.0.0.1", 0, service, options);
     if (!server.ok()) _exit(1);
-    const uint16_t port = (*server)->port();
-    if (write(fds[1], &port, sizeof port) != sizeof port) _exit(1);
-    close(fds[1]);
-    pause();
-    _exit(0);
-  }
-  close(fds[1]);
-  Naa n{child, 0};
-  if (read(fds[0], &n.port, sizeof n.port) != sizeof n.port) n.port = 0;
-  close(fds[0]);
-  return n;
+    report({(*server)->port()});
+    for (;;) pause();  // serving, until killed
+  });
 }
 
 struct Slot {
@@ -163,29 +148,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{65536}));
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<Naa> naas;
+  std::vector<NaaChild> naas;  // killed when they go
   for (int i = 0; i < 4; ++i) {
-    naas.push_back(Fork(inflight));
-    if (naas.back().port == 0) {
+    std::optional<NaaChild> naa = StartNaa(inflight);
+    if (!naa) {
       std::fprintf(stderr, "channel_bench: software NAA %d did not start\n", i);
-      for (Naa& n : naas) if (n.pid > 0) kill(n.pid, SIGKILL);
       return 1;
     }
+    naas.push_back(std::move(*naa));
   }
-  auto cleanup = [&] {
-    for (Naa& n : naas) {
-      if (n.pid > 0) {
-        kill(n.pid, SIGKILL);
-        waitpid(n.pid, nullptr, 0);
-        n.pid = -1;
-      }
-    }
-  };
   auto transport = naarpc::NewTransport("emulated");
-  if (!transport.ok()) {
-    cleanup();
-    return 1;
-  }
+  if (!transport.ok()) return 1;
   const auto duration = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(seconds));
   std::printf("VectorArith.Dot (2 x %zu f64), emulated transport, %zu calls in flight, %.3g s per "
@@ -197,7 +170,7 @@ int main(int argc, char** argv) {
   double base = 0;
   int rc = 0;
   {
-    vec::VectorArithClient plain(**transport, "127.0.0.1", naas[0].port, options);
+    vec::VectorArithClient plain(**transport, "127.0.0.1", naas[0].port(), options);
     Run r = Drive(plain, inflight, elements, duration);
     base = r.calls / r.seconds;
     std::printf("%-32s | %12.0f | %8.2f | %s\n", "VectorArithClient, 1 NAA", base, 1.0, "-");
@@ -205,12 +178,9 @@ int main(int argc, char** argv) {
   }
   for (size_t n : {1, 2, 4}) {
     std::vector<naarpc::NaaAddress> targets;
-    for (size_t i = 0; i < n; ++i) targets.push_back({"127.0.0.1", naas[i].port});
+    for (size_t i = 0; i < n; ++i) targets.push_back({"127.0.0.1", naas[i].port()});
     auto channel = naarpc::Channel::Create(targets);
-    if (!channel.ok()) {
-      cleanup();
-      return 1;
-    }
+    if (!channel.ok()) return 1;
     // Sessions per NAA: the calls in flight spread over them.
     naarpc::codegen::StubOptions per_naa = options;
     per_naa.max_sessions_per_routine = (inflight + n - 1) / n;
@@ -231,15 +201,11 @@ int main(int argc, char** argv) {
   {
     naarpc::ChannelOptions copt;
     auto channel = naarpc::Channel::Create(
-        {{"127.0.0.1", naas[2].port}, {"127.0.0.1", naas[3].port}}, copt);
+        {{"127.0.0.1", naas[2].port()}, {"127.0.0.1", naas[3].port()}}, copt);
     naarpc::codegen::StubOptions per_naa = options;
     per_naa.max_sessions_per_routine = (inflight + 1) / 2;
     vec::VectorArithChannelClient client(**transport, *channel, per_naa);
-    Run r = Drive(client, inflight, elements, duration, duration / 2, [&] {
-      kill(naas[3].pid, SIGKILL);
-      waitpid(naas[3].pid, nullptr, 0);
-      naas[3].pid = -1;
-    });
+    Run r = Drive(client, inflight, elements, duration, duration / 2, [&] { naas[3].Kill(); });
     const auto c = (*channel)->Counters();
     std::printf("failover: NAA killed (SIGKILL) with %zu calls in flight; the last of them "
                 "completed on the other NAA %.2f ms later; %llu failed attempt(s) retried, %llu "
@@ -249,6 +215,6 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(r.errors));
     if (r.errors) rc = 1;
   }
-  cleanup();
+  naas.clear();
   return rc;
 }

@@ -7,9 +7,7 @@
 //
 //   bazel run -c opt //bench:idle_sessions_bench -- [--sessions 1 100 1000 10000]
 //       [--idle_seconds=30] [--transport=emulated|verbs] [--address=127.0.0.1]
-#include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,11 +16,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/naa_child.h"
 #include "naarpc/client_session.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
@@ -106,14 +106,8 @@ Row Measure(const std::string& transport_name, const std::string& address, size_
                 "limit here is " + std::to_string(limit) + " (raising it needs CAP_SYS_RESOURCE)";
     return row;
   }
-  int port_pipe[2];
-  if (::pipe(port_pipe) != 0) {
-    row.error = "pipe failed";
-    return row;
-  }
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(port_pipe[0]);
+  using naarpc::bench::NaaChild;
+  std::optional<NaaChild> child = NaaChild::Start(1, [&](const NaaChild::ReportPorts& report) {
     auto transport = naarpc::NewTransport(transport_name);
     if (!transport.ok()) ::_exit(2);
     Echo echo;
@@ -123,28 +117,17 @@ Row Measure(const std::string& transport_name, const std::string& address, size_
     options.log = [](std::string_view) {};
     auto server = naarpc::NaaServer::Start(**transport, address, 0, echo, options);
     if (!server.ok()) ::_exit(3);
-    const uint16_t port = (*server)->port();
-    if (::write(port_pipe[1], &port, sizeof(port)) != sizeof(port)) ::_exit(4);
-    ::pause();  // until killed
-    ::_exit(0);
-  }
-  ::close(port_pipe[1]);
-  uint16_t port = 0;
-  const bool got_port = ::read(port_pipe[0], &port, sizeof(port)) == sizeof(port);
-  ::close(port_pipe[0]);
-  auto end_child = [&] {
-    ::kill(child, SIGKILL);
-    ::waitpid(child, nullptr, 0);
-  };
-  if (!got_port) {
+    report({(*server)->port()});
+    for (;;) ::pause();  // serving, until killed
+  });
+  if (!child) {
     row.error = "the server did not start";
-    end_child();
     return row;
   }
+  const uint16_t port = child->port();
   auto transport = naarpc::NewTransport(transport_name);
   if (!transport.ok()) {
     row.error = transport.status().ToString();
-    end_child();
     return row;
   }
   std::vector<std::unique_ptr<naarpc::ClientSession>> open;
@@ -160,15 +143,15 @@ Row Measure(const std::string& transport_name, const std::string& address, size_
     open.push_back(std::move(s).value());
   }
   if (row.error.empty()) {
-    row.before = Read(child);
+    row.before = Read(child->pid());
     const auto start = Clock::now();
     std::this_thread::sleep_for(std::chrono::seconds(idle_seconds));  // the idle window measured
-    row.after = Read(child);
+    row.after = Read(child->pid());
     const double wall = std::chrono::duration<double>(Clock::now() - start).count();
     row.idle_cpu_percent = 100.0 * (row.after.cpu_s - row.before.cpu_s) / wall;
   }
   open.clear();
-  end_child();
+  child->Kill();
   return row;
 }
 

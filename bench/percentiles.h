@@ -1,5 +1,5 @@
-// The percentiles of a benchmark's samples, shared by call_bench and
-// `naarpc bench` (tools/naarpc/bench.cc).
+// The percentiles of a benchmark's samples, shared by call_bench
+// (call_bench_measure.cc) and `naarpc bench` (tools/naarpc/bench_measure.cc).
 #ifndef NAARPC_BENCH_PERCENTILES_H_
 #define NAARPC_BENCH_PERCENTILES_H_
 

@@ -9,8 +9,6 @@
 //   bazel run -c opt //bench:setup_bench -- [--transport=emulated|verbs]
 //       [--address=127.0.0.1] [--regions 1 8 32] [--sizes 4096 1048576 67108864]
 //       [--repeat=5] [--max-total=2147483648]
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -19,10 +17,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/naa_child.h"
 #include "naarpc/client_session.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/transport_factory.h"
@@ -40,9 +40,9 @@ class ResultKernel : public naarpc::NaaHandler {
 };
 
 // Child: the NAA on one port, a bare listener (Accept, hold until the host
-// leaves) on another; both ports go back through the pipe.
+// leaves) on another; reports both ports.
 [[noreturn]] void NaaProcess(const std::string& transport_name, const std::string& address,
-                             int port_pipe) {
+                             const naarpc::bench::NaaChild::ReportPorts& report) {
   auto transport = naarpc::NewTransport(transport_name);
   if (!transport.ok()) {
     std::fprintf(stderr, "NAA: %s\n", transport.status().ToString().c_str());
@@ -58,8 +58,7 @@ class ResultKernel : public naarpc::NaaHandler {
                  listener.status().ToString().c_str());
     _exit(1);
   }
-  const uint16_t ports[2] = {(*server)->port(), (*listener)->port()};
-  if (write(port_pipe, ports, sizeof ports) != sizeof ports) _exit(1);
+  report({(*server)->port(), (*listener)->port()});
   for (;;) {
     auto conn = (*listener)->Accept(naarpc::Deadline::Infinite());
     if (!conn.ok()) continue;
@@ -109,20 +108,15 @@ int main(int argc, char** argv) {
   app.add_option("--max-total", max_total, "rows whose regions add up to more are left out");
   CLI11_PARSE(app, argc, argv);
 
-  int pipefd[2];
-  if (pipe(pipefd) != 0) return 1;
-  const pid_t child = fork();
-  if (child == 0) {
-    close(pipefd[0]);
-    NaaProcess(transport_name, address, pipefd[1]);
-  }
-  close(pipefd[1]);
-  uint16_t ports[2] = {0, 0};
-  if (read(pipefd[0], ports, sizeof ports) != sizeof ports) {
+  std::optional<naarpc::bench::NaaChild> naa = naarpc::bench::NaaChild::Start(
+      2, [&](const naarpc::bench::NaaChild::ReportPorts& report) {
+        NaaProcess(transport_name, address, report);
+      });
+  if (!naa) {
     std::fprintf(stderr, "the NAA did not start\n");
     return 1;
   }
-  close(pipefd[0]);
+  const uint16_t ports[2] = {naa->port(0), naa->port(1)};
   auto transport = naarpc::NewTransport(transport_name);
   if (!transport.ok()) {
     std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
@@ -138,7 +132,6 @@ int main(int argc, char** argv) {
     const auto t1 = Clock::now();
     if (!conn.ok()) {
       std::fprintf(stderr, "connect: %s\n", conn.status().ToString().c_str());
-      kill(child, SIGKILL);
       return 1;
     }
     raw.push_back(Ms(t1 - t0));
@@ -191,7 +184,6 @@ int main(int argc, char** argv) {
                   Median(first), Median(total), Median(open) / raw_ms);
     }
   }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
+  naa->Kill();
   return rc;
 }

@@ -1,0 +1,200 @@
+// One table per placement: an naarpc call per payload size beside its
+// baseline (raw TCP, the transport's own ping-pong, or none), and with
+// --machine a "result ..." line per size.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/call_bench.h"
+#include "bench/call_bench_measure.h"
+#include "bench/call_bench_peers.h"
+#include "bench/transport_pingpong.h"
+
+namespace naarpc::bench::call_bench {
+namespace {
+
+struct Row {
+  size_t bytes;
+  Stats naarpc, raw;
+};
+
+void PrintTable(const Options& o, const std::string& label, int client_cpu, int server_cpu,
+                const std::vector<Row>& rows) {
+  const bool tcp_baseline = o.baseline == "tcp";
+  const bool no_baseline = o.baseline == "none";
+  std::printf("\n== %s: client CPU %d, server CPU %d, transport %s ==\n", label.c_str(),
+              client_cpu, server_cpu, o.transport.c_str());
+  const std::string raw_name = tcp_baseline ? "tcp" : o.transport == "verbs" ? "verbs" : "emu";
+  std::printf("baseline: %s\n",
+              no_baseline    ? "none (--baseline=none)"
+              : tcp_baseline ? "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY)"
+                             : ("raw " + o.transport +
+                                " transport: one WRITE_WITH_IMM each way, no naarpc engine")
+                                   .c_str());
+  std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us",
+              ("raw " + raw_name + " us").substr(0, 12).c_str(), "ratio", "naarpc MB/s",
+              "raw MB/s", "ratio");
+  std::printf("----------+-------------------------------------+-------------------------------------\n");
+  for (const Row& r : rows) {
+    // Bandwidth counts the bytes moved both ways per round trip.
+    const double nbw = 2.0 * double(r.bytes) / r.naarpc.median_us;
+    if (no_baseline) {
+      std::printf("%-9s | %12.1f %12s %7s | %12.1f %12s %7s\n", Human(r.bytes).c_str(),
+                  r.naarpc.median_us, "-", "-", nbw, "-", "-");
+      continue;
+    }
+    const double rbw = 2.0 * double(r.bytes) / r.raw.median_us;
+    std::printf("%-9s | %12.1f %12.1f %7.2f | %12.1f %12.1f %7.2f\n", Human(r.bytes).c_str(),
+                r.naarpc.median_us, r.raw.median_us, r.naarpc.median_us / r.raw.median_us, nbw,
+                rbw, nbw / rbw);
+  }
+  std::printf("(median round trip per call; latency ratio = naarpc/raw, lower is better;\n"
+              " bandwidth ratio = naarpc/raw, higher is better; timestamps: %s)\n",
+              CallTimer(o.steady_timer).source());
+  if (o.machine) {
+    const char* placement = client_cpu == server_cpu ? "same" : "split";
+    for (const Row& r : rows) {
+      std::printf("result placement=%s transport=%s bytes=%zu iterations=%zu "
+                  "naarpc_median_us=%.3f naarpc_min_us=%.3f naarpc_mean_us=%.3f "
+                  "raw_median_us=%.3f naarpc_p10_p90_p99_us=%.1f/%.1f/%.1f "
+                  "raw_p10_p90_p99_us=%.1f/%.1f/%.1f raw_mean_us=%.3f\n",
+                  placement, o.transport.c_str(), r.bytes, r.naarpc.iterations,
+                  r.naarpc.median_us, r.naarpc.min_us, r.naarpc.mean_us, r.raw.median_us,
+                  r.naarpc.p10_us, r.naarpc.p90_us, r.naarpc.p99_us, r.raw.p10_us, r.raw.p90_us,
+                  r.raw.p99_us, r.raw.mean_us);
+    }
+  }
+  std::fflush(stdout);
+}
+
+// The TCP baseline: `bytes`-byte round trips with the echo server on
+// loopback port `port`; nullopt (reported) if it cannot connect.
+std::optional<Stats> MeasureTcp(const Options& o, uint16_t port, size_t bytes) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(port);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    std::perror("raw connect");
+    return std::nullopt;
+  }
+  TuneSocket(fd);
+  uint64_t size = bytes;
+  WriteAll(fd, reinterpret_cast<char*>(&size), 8);
+  std::vector<char> buf(bytes, 0x5a);
+  Stats stats = Measure(o, bytes, [&] {
+    return WriteAll(fd, buf.data(), bytes) && ReadAll(fd, buf.data(), bytes);
+  });
+  close(fd);
+  return stats;
+}
+
+}  // namespace
+
+std::string Human(size_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%zu MiB", b >> 20);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%zu KiB", b >> 10);
+  else std::snprintf(buf, sizeof buf, "%zu B", b);
+  return buf;
+}
+
+int RunPlacement(const Options& o, const std::string& label, int client_cpu, int server_cpu) {
+  Pin(client_cpu);
+  const bool tcp_baseline = o.baseline == "tcp";
+  const bool no_baseline = o.baseline == "none";
+  // The peers first: they fork, and no transport may exist yet.
+  std::optional<NaaChild> raw;
+  if (tcp_baseline) {
+    raw = StartTcpEcho(server_cpu);
+    if (!raw) return 1;  // the child said why
+  } else if (!no_baseline) {
+    raw = StartPingPong(o, server_cpu);
+    if (!raw) {
+      std::fprintf(stderr, "ping-pong process failed to start\n");
+      return 1;
+    }
+  }
+  std::optional<NaaChild> naa = StartNaas(o, server_cpu, {ServerOptions()});
+  if (!naa) {
+    std::fprintf(stderr, "NAA process failed to start\n");
+    return 1;
+  }
+
+  auto transport = MakeTransport(o);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "%s\n", transport.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Row> rows;
+  int rc = 0;
+  for (size_t bytes : o.sizes) {
+    Row row{bytes, {}, {}};
+    // naarpc
+    const std::vector<RegionSpec> regions = {{"data", Direction::kInOut, bytes}};
+    auto session = ClientSession::Open(**transport, o.address, naa->port(), regions, o.client);
+    for (int attempt = 1; !session.ok() && attempt < 3; ++attempt) {
+      // Reported, then retried: a failed open is a finding, not a reason to
+      // lose the rest of the run.
+      std::fprintf(stderr, "open (%zu bytes) failed, retrying: %s\n", bytes,
+                   session.status().ToString().c_str());
+      std::printf("warning: open of the %zu-byte session failed once: %s\n", bytes,
+                  session.status().ToString().c_str());
+      session = ClientSession::Open(**transport, o.address, naa->port(), regions, o.client);
+    }
+    if (!session.ok()) {
+      std::fprintf(stderr, "open: %s\n", session.status().ToString().c_str());
+      rc = 1;
+      break;
+    }
+    std::memset((*session)->buffer(0).data(), 0x5a, bytes);
+    bool failed = false;
+    row.naarpc = Measure(o, bytes, [&] {
+      Status s = (*session)->Call(kIdentity, Deadline::After(std::chrono::seconds(60)));
+      if (!s.ok()) {
+        std::fprintf(stderr, "call: %s\n", s.ToString().c_str());
+        failed = true;
+      }
+      return s.ok();
+    });
+    (*session)->Close().IgnoreError();
+    if (failed) {
+      rc = 1;
+      break;
+    }
+    if (no_baseline) {
+      // naarpc only.
+    } else if (tcp_baseline) {
+      std::optional<Stats> tcp = MeasureTcp(o, raw->port(), bytes);
+      if (!tcp) {
+        rc = 1;
+        break;
+      }
+      row.raw = *tcp;
+    } else {
+      auto pingpong = TransportPingPong::Open(**transport, o.address, raw->port(), bytes);
+      if (!pingpong.ok()) {
+        std::fprintf(stderr, "ping-pong open: %s\n", pingpong.status().ToString().c_str());
+        rc = 1;
+        break;
+      }
+      row.raw = Measure(o, bytes, [&] { return (*pingpong)->RoundTrip(); });
+    }
+    rows.push_back(row);
+  }
+  naa->Kill();
+  if (raw) raw->Kill();
+  PrintTable(o, label, client_cpu, server_cpu, rows);
+  return rc;
+}
+
+}  // namespace naarpc::bench::call_bench
