@@ -38,6 +38,10 @@ class ForwardingConnection : public Connection {
   }
   uint32_t max_inline_data() const override { return inner_->max_inline_data(); }
   uint32_t max_send_sge() const override { return inner_->max_send_sge(); }
+  Result<std::unique_ptr<MemoryWindow>> AllocateWindow() override {
+    return inner_->AllocateWindow();
+  }
+  bool supports_memory_windows() const override { return inner_->supports_memory_windows(); }
   uint32_t send_queue_depth() const override { return inner_->send_queue_depth(); }
   Status Disconnect() override { return inner_->Disconnect(); }
   std::string peer_name() const override { return inner_->peer_name(); }
@@ -56,6 +60,8 @@ class WrappingTransport final : public Transport {
   using Wrap = std::function<std::unique_ptr<Connection>(std::unique_ptr<Connection>)>;
   // REQUIRES: `inner` outlives this transport.
   WrappingTransport(Transport& inner, Wrap wrap) : inner_(inner), wrap_(std::move(wrap)) {}
+  WrappingTransport(std::unique_ptr<Transport> inner, Wrap wrap)
+      : owned_(std::move(inner)), inner_(*owned_), wrap_(std::move(wrap)) {}
 
   std::string_view name() const override { return inner_.name(); }
   using Transport::Connect;
@@ -70,12 +76,22 @@ class WrappingTransport final : public Transport {
     NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, inner_.Listen(host, port));
     return std::unique_ptr<Listener>(std::make_unique<WrappingListener>(std::move(l), wrap_));
   }
+  // The inner transport's, wrapped the same way.
+  Result<std::unique_ptr<Transport>> WithLocalAddress(
+      const std::string& local_address) const override {
+    NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t, inner_.WithLocalAddress(local_address));
+    return std::unique_ptr<Transport>(std::make_unique<WrappingTransport>(std::move(t), wrap_));
+  }
 
  private:
   class WrappingListener final : public Listener {
    public:
     WrappingListener(std::unique_ptr<Listener> inner, Wrap wrap)
         : inner_(std::move(inner)), wrap_(std::move(wrap)) {}
+    // SetAcceptHook is deliberately not forwarded (the default, false): the
+    // hook would prepare the inner connection, and what it keeps (an NAA's
+    // endpoint holds the Connection*) would bypass the wrapper. The caller
+    // then prepares each connection after Accept, on the wrapper.
     Result<std::unique_ptr<Connection>> Accept(Deadline deadline) override {
       NAARPC_ASSIGN_OR_RETURN(std::unique_ptr<Connection> c, inner_->Accept(deadline));
       return wrap_(std::move(c));
@@ -88,6 +104,7 @@ class WrappingTransport final : public Transport {
     Wrap wrap_;
   };
 
+  std::unique_ptr<Transport> owned_;  // set by the owning constructor
   Transport& inner_;
   Wrap wrap_;
 };

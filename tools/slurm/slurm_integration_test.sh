@@ -4,7 +4,8 @@
 # naarpc's controller prolog and task prolog (tools/slurm/), four software
 # NAAs declared as Licenses=naa:4, and:
 #   1. two concurrent jobs with --licenses=naa:2 get disjoint NAAs (all four
-#      between them) as NAA_SPEC, and a third job waits for licenses;
+#      between them) as NAA_SPEC, and a third job waits for licenses, then
+#      gets a freed NAA and NAA_LOCAL_IP (the route's source address);
 #   2. srun --licenses=naa:2 -n 4 runs examples/mpi's mpi_dot (PMIx) over
 #      its two NAAs; one of them is killed between rounds: every result is
 #      exact and the failed calls moved to the other NAA.
@@ -199,7 +200,8 @@ read -r -u "$specs" job_b spec_b
 echo "job $job_a: NAA_SPEC=$spec_a"
 echo "job $job_b: NAA_SPEC=$spec_b"
 # A third job needs a license while the two hold all four: it waits.
-srun --licenses=naa:1 -n 1 -J naa3 bash -c 'echo "$SLURM_JOB_ID $NAA_SPEC" >"$0"' "$T/specs" \
+srun --licenses=naa:1 -n 1 -J naa3 bash -c 'echo "$SLURM_JOB_ID $NAA_SPEC ${NAA_LOCAL_IP:-unset}" >"$0"' \
+  "$T/specs" \
   >"$T/job3.log" 2>&1 &
 job3_srun=$!
 pids+=("$job3_srun")
@@ -220,9 +222,11 @@ common="$(comm -12 <(printf '%s\n' "${a[@]}") <(printf '%s\n' "${b[@]}"))"
 # Release both: the third job then runs with one of the freed NAAs.
 echo go >&"$release"
 echo go >&"$release"
-read -r -u "$specs" job_c spec_c
-echo "job $job_c: NAA_SPEC=$spec_c"
+read -r -u "$specs" job_c spec_c local_c
+echo "job $job_c: NAA_SPEC=$spec_c NAA_LOCAL_IP=$local_c"
 [[ "$spec_c" =~ ^127\.0\.0\.1:[0-9]+:5:3$ ]] || fail "third job's NAA_SPEC '$spec_c'"
+# The task prolog's NAA_LOCAL_IP: the source address of the route to the NAA.
+[[ "$local_c" == 127.0.0.1 ]] || fail "third job's NAA_LOCAL_IP '$local_c' (expected 127.0.0.1)"
 exec {specs}<&-
 wait "${holder_srun[@]}"
 exec {release}<&-
