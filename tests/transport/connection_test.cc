@@ -2,7 +2,7 @@
 // LevelDB's env_test runs one suite over every Env): connection set-up,
 // RNR, disconnects and notify_fd event loops. The verbs cases skip without
 // an RDMA device and run in the Soft-RoCE guest; what only one transport
-// does stays in its own tests (emulated_*_test, verbs_transport_test).
+// does stays in its own tests (emulated_*_test, verbs_*_test).
 //
 // Deadlines here are hang guards: they only turn a hang into a failure and
 // are generous so that no loaded machine (or TCG guest) reaches them. Tests
