@@ -100,7 +100,7 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   // `self` keeps the regions' memory alive if the kernel is abandoned.
   auto run = [this, self = shared_from_this(), &call]() -> uint8_t {
     try {
-      return handler_.Handle(call);
+      return server_.handler.Handle(call);
     } catch (const std::exception& e) {
       Log("kernel for function " + std::to_string(call.function_code) + " threw: " + e.what());
     } catch (...) {
@@ -108,24 +108,24 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
     }
     return kNaaStatusKernelFailed;
   };
-  const auto timeout = handler_.KernelTimeout(call.function_code);
+  const auto timeout = server_.handler.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
-  std::unique_ptr<KernelWorker> worker = shared_->kernel_workers.Take();
-  shared_->running_kernels.Add();
-  auto counted = [run = std::move(run), shared = shared_]() -> uint8_t {
+  std::unique_ptr<KernelWorker> worker = server_.shared->kernel_workers.Take();
+  server_.shared->running_kernels.Add();
+  auto counted = [run = std::move(run), shared = server_.shared]() -> uint8_t {
     const uint8_t status = run();
     shared->running_kernels.Done();
     return status;
   };
   if (std::optional<uint8_t> status = worker->Run(std::move(counted), timeout)) {
-    shared_->kernel_workers.Give(std::move(worker));
+    server_.shared->kernel_workers.Give(std::move(worker));
     return *status;
   }
   Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
       std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
       "(the kernel runs on with its own memory)");
   worker->Abandon();
-  kernel_overran_ = true;
+  calls_.kernel_overran = true;
   {
     // A streaming kernel pumps the connection from its thread: take the
     // connection back (it waits at most one bounded poll).
@@ -136,8 +136,8 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
 }
 
 Status ConnectionServer::HandleCall(uint32_t imm) {
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataReceiving));
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kCalculating));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kDataReceiving));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kCalculating));
   std::vector<size_t>& returns = returns_.list;
   uint8_t status = kNaaStatusSuccess;
   for (auto& st : streams_.list) st->Reset();
@@ -158,10 +158,10 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     status = kNaaStatusUnknownFunction;
   } else if (req->host_to_naa_bit != (regions_.dialect == Dialect::kReference)) {
     status = kNaaStatusBadRegionLayout;  // immediate of the other dialect
-  } else if (options_.dialect.has_value() && *options_.dialect != regions_.dialect) {
+  } else if (options().dialect.has_value() && *options().dialect != regions_.dialect) {
     status = kNaaStatusBadRegionLayout;
     Log("call of function " + std::to_string(req->function_code) +
-        " refused: this NAA serves the " + std::string(DialectName(*options_.dialect)) +
+        " refused: this NAA serves the " + std::string(DialectName(*options().dialect)) +
         " dialect only (ServerOptions::dialect)");
   } else {
     status = ResolveReturnRegions(returns);
@@ -171,15 +171,15 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     std::copy(view_.params_template.begin(), view_.params_template.end(), view_.params.begin());
     std::copy(view_.internal_template.begin(), view_.internal_template.end(),
               view_.internal.begin());
-    // Every field, so nothing a kernel left in call_ reaches the next call.
-    call_ = NaaCall{.function_code = req->function_code,
-                    .dialect = regions_.dialect,
-                    .user_bits = req->user_bits,
-                    .call_index = calls_,
-                    .params = view_.params,
-                    .internal = view_.internal,
-                    .streams = streams_.ptrs,
-                    .failure_detail = {}};
+    // Every field, so nothing a kernel left in calls_.call reaches the next call.
+    calls_.call = NaaCall{.function_code = req->function_code,
+                          .dialect = regions_.dialect,
+                          .user_bits = req->user_bits,
+                          .call_index = calls_.count,
+                          .params = view_.params,
+                          .internal = view_.internal,
+                          .streams = streams_.ptrs,
+                          .failure_detail = {}};
     if (observation_.active) {
       for (const NaaRegion& r : view_.params) {
         if (r.is_input) observation_.bytes_in += r.data.size();
@@ -191,21 +191,22 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
       Log("call of function " + std::to_string(req->function_code) +
           " rejected by an interceptor: " + rejected.ToString());
     } else {
-      status = RunKernel(call_);
+      status = RunKernel(calls_.call);
     }
-    // (An abandoned kernel still owns call_.)
-    if (status != kNaaStatusSuccess && !kernel_overran_ && !call_.failure_detail.empty()) {
-      Log("call of function " + std::to_string(call_.function_code) + " failed with status " +
-          std::to_string(status) + ": " + call_.failure_detail);
+    // (An abandoned kernel still owns calls_.call.)
+    if (status != kNaaStatusSuccess && !calls_.kernel_overran &&
+        !calls_.call.failure_detail.empty()) {
+      Log("call of function " + std::to_string(calls_.call.function_code) + " failed with status " +
+          std::to_string(status) + ": " + calls_.call.failure_detail);
     }
   }
-  if (!streams_.list.empty() && !kernel_overran_) {
+  if (!streams_.list.empty() && !calls_.kernel_overran) {
     // Every stream ends before the status, whether or not the kernel ran
     // (docs/protocol.md 15.4); a stream that cannot end (the host left or
     // broke the protocol) ends the connection.
     NAARPC_RETURN_IF_ERROR(FinishStreams());
   }
-  ++calls_;
+  ++calls_.count;
   if (observation_.active) {
     // Recorded before the reply leaves: once the host has the answer, the
     // NAA's statistics count the call.
@@ -218,31 +219,32 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     }
     EndObserved(status, bytes_out);
   }
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kDataSending));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kDataSending));
   NAARPC_RETURN_IF_ERROR(Reply(status, returns));
   // The spare receive posted earlier takes the host's next call, which may
   // already be on its way; this one replaces the receive the call consumed,
   // off the latency path (after the reply is posted).
   NAARPC_RETURN_IF_ERROR(PostDataRecv());
-  return sm_.Transition(CommState::kFinished);
+  return protocol_.sm.Transition(CommState::kFinished);
 }
 
 void ConnectionServer::BeginObserved(uint8_t function_code) {
   observation_.interceptors = nullptr;
   observation_.interceptors_accepted = 0;
   const InterceptorChain::List* list =
-      options_.interceptors != nullptr ? options_.interceptors->current() : nullptr;
-  if (options_.stats == nullptr && list == nullptr) return;
+      options().interceptors != nullptr ? options().interceptors->current() : nullptr;
+  if (options().stats == nullptr && list == nullptr) return;
   observation_.active = true;
   observation_.code = function_code;
   observation_.bytes_in = 0;
   if (observation_.cached_code != function_code) {
-    const std::string_view name = handler_.RoutineName(function_code);
+    const std::string_view name = server_.handler.RoutineName(function_code);
     observation_.routine_name =
         name.empty() ? "function_" + std::to_string(function_code) : std::string(name);
-    observation_.cached_stats = options_.stats != nullptr
-                 ? &options_.stats->Get(CallSide::kNaa, observation_.routine_name, peer_host_)
-                 : nullptr;
+    observation_.cached_stats =
+        options().stats != nullptr
+            ? &options().stats->Get(CallSide::kNaa, observation_.routine_name, place_.peer_host)
+            : nullptr;
     observation_.cached_code = function_code;
   }
   observation_.stats = observation_.cached_stats;
@@ -253,12 +255,12 @@ void ConnectionServer::BeginObserved(uint8_t function_code) {
 Status ConnectionServer::StartInterceptors(uint8_t function_code) {
   if (!observation_.active) return Status::Ok();
   const InterceptorChain::List* list =
-      options_.interceptors != nullptr ? options_.interceptors->current() : nullptr;
+      options().interceptors != nullptr ? options().interceptors->current() : nullptr;
   if (list == nullptr) return Status::Ok();
-  const auto timeout = handler_.KernelTimeout(function_code);
+  const auto timeout = server_.handler.KernelTimeout(function_code);
   CallInfo info{.side = CallSide::kNaa,
                 .routine = observation_.routine_name,
-                .peer = peer_host_,
+                .peer = place_.peer_host,
                 .function_code = function_code,
                 .bytes_sent = 0,
                 .bytes_received = observation_.bytes_in,
@@ -281,7 +283,7 @@ void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
   if (observation_.interceptors != nullptr) {
     CallInfo info{.side = CallSide::kNaa,
                   .routine = observation_.routine_name,
-                  .peer = peer_host_,
+                  .peer = place_.peer_host,
                   .function_code = observation_.code,
                   .bytes_sent = bytes_out,
                   .bytes_received = observation_.bytes_in,
@@ -298,7 +300,7 @@ void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
 }
 
 Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& returns) {
-  slices_.clear();
+  calls_.slices.clear();
   if (status == kNaaStatusSuccess) {
     // Each return parameter: the reply_length prefix, over its wire regions.
     for (size_t r = 0; r < returns.size(); ++r) {
@@ -309,13 +311,13 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
         const WireEntry& e = regions_.entries[g.first_entry + i];
         if (want <= e.offset) break;
         const uint64_t len = std::min<uint64_t>(e.request.size, want - e.offset);
-        slices_.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
-                           e.request.addr,
-                           regions_.windows ? returns_.window_rkeys[r] : e.request.rkey});
+        calls_.slices.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
+                                 e.request.addr,
+                                 regions_.windows ? returns_.window_rkeys[r] : e.request.rkey});
       }
     }
   }
-  if (slices_.empty()) {
+  if (calls_.slices.empty()) {
     // Error status (or nothing to return): one zero-length WRITE_WITH_IMM to
     // the first return region, else the first parameter region.
     const size_t p = returns.empty() ? 0 : returns.front();
@@ -327,17 +329,19 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
                                                                      : regions_.stream_index[0]];
     const WireEntry& e = regions_.entries[g.first_entry];
     const bool window = regions_.windows && !returns.empty() && !returns_.window_rkeys.empty();
-    slices_.push_back({{g.local_addr, 0, g.lkey}, e.request.addr,
-                       window ? returns_.window_rkeys.front() : e.request.rkey});
+    calls_.slices.push_back({{g.local_addr, 0, g.lkey},
+                             e.request.addr,
+                             window ? returns_.window_rkeys.front() : e.request.rkey});
   }
-  const uint32_t requests = static_cast<uint32_t>(slices_.size());
+  const uint32_t requests = static_cast<uint32_t>(calls_.slices.size());
   if (ep_.send_budget().NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
   // The last reply of a connection is signaled and waited for, so that it
   // has left before the disconnect.
-  NAARPC_RETURN_IF_ERROR(
-      ep_.PostWrites(slices_, EncodeStatusImmediate(regions_.dialect, status), kernel_overran_)
-          .status());
-  if (kernel_overran_) return ReclaimSendQueue();
+  NAARPC_RETURN_IF_ERROR(ep_.PostWrites(calls_.slices,
+                                        EncodeStatusImmediate(regions_.dialect, status),
+                                        calls_.kernel_overran)
+                             .status());
+  if (calls_.kernel_overran) return ReclaimSendQueue();
   return Status::Ok();
 }
 

@@ -13,7 +13,7 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
   }
   const uint32_t len = c.byte_len;
   // Reserving may wait for reclaimed memory, registering takes time.
-  engine_.BeforeBlocking();
+  server_.engine.BeforeBlocking();
   auto msg = ep_.ReceivedMrsp(len);
   if (!msg.ok()) return msg.status().WithContext("MRSP request from the host");
   const auto* req = std::get_if<AdvertisementRequestMessage>(&*msg);
@@ -22,9 +22,9 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
   }
 
   // Limits and NAA addresses (docs/protocol.md, "NAA limits").
-  if (req->regions.size() > options_.max_regions) {
+  if (req->regions.size() > options().max_regions) {
     Log("MRSP: " + std::to_string(req->regions.size()) + " regions requested, limit " +
-        std::to_string(options_.max_regions));
+        std::to_string(options().max_regions));
     return SendMrspError(MrspErrorCode::kTooManyRegions);
   }
   uint64_t total = 0;
@@ -39,11 +39,11 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
       continue;
     }
     if (r.requested_naa_address != 0) {
-      if (r.requested_naa_address >= options_.naa_memory_size) {
+      if (r.requested_naa_address >= options().naa_memory_size) {
         Log("MRSP: NAA address " + std::to_string(r.requested_naa_address) + " out of bounds");
         return SendMrspError(MrspErrorCode::kInvalidAddress);
       }
-      if (r.size > options_.naa_memory_size - r.requested_naa_address) {
+      if (r.size > options().naa_memory_size - r.requested_naa_address) {
         Log("MRSP: region at NAA address " + std::to_string(r.requested_naa_address) +
             " with " + std::to_string(r.size) + " bytes exceeds the NAA memory");
         return SendMrspError(MrspErrorCode::kNotEnoughMemory);
@@ -56,19 +56,19 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
         std::to_string(kMaxStreamWindowTotal) + ")");
     return SendMrspError(MrspErrorCode::kTooManyRegions);
   }
-  if (total > options_.max_bytes_per_connection) {
+  if (total > options().max_bytes_per_connection) {
     Log("MRSP: " + std::to_string(total) + " bytes requested, budget " +
-        std::to_string(options_.max_bytes_per_connection));
+        std::to_string(options().max_bytes_per_connection));
     return SendMrspError(MrspErrorCode::kNotEnoughMemory);
   }
   // Short of memory, idle sessions of peers holding more are reclaimed and
   // their memory waited for (docs/server.md).
   uint64_t in_use = 0;
-  if (Status reserved = shared_->admission.Reserve(admission_id_, total,
-                                                   Deadline::After(options_.mrsp_timeout), in_use);
+  if (Status reserved = server_.shared->admission.Reserve(
+          place_.admission_id, total, Deadline::After(options().mrsp_timeout), in_use);
       !reserved.ok()) {
     Log("MRSP: " + std::to_string(total) + " bytes requested; the server's memory budget " +
-        std::to_string(options_.max_total_bytes) + " has " + std::to_string(in_use) +
+        std::to_string(options().max_total_bytes) + " has " + std::to_string(in_use) +
         " in use (" + reserved.message() + ")");
     return SendMrspError(MrspErrorCode::kNotEnoughMemory);
   }
@@ -112,7 +112,7 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
       const Group& g = regions_.groups.back();
       if (!(g.flags & kRegionFlagInternal) &&
           regions_.groups.size() - 1 != regions_.metadata_index &&
-          prev.request.size == options_.split_region_size && prev.request.rkey == r.rkey &&
+          prev.request.size == options().split_region_size && prev.request.rkey == r.rkey &&
           prev.request.flags == r.flags && prev.request.addr + prev.request.size == r.addr) {
         e.group = regions_.groups.size() - 1;
         e.offset = prev.offset + prev.request.size;
@@ -138,8 +138,8 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
   AdvertisementMessage adv;
   // Per-call windows: spec dialect, no streams (their rings keep
   // connection-long keys, docs/protocol.md 4.5).
-  regions_.windows = (req->capabilities & kMrspCapMemoryWindows) && options_.memory_windows &&
-             regions_.dialect == Dialect::kSpec && regions_.stream_index.empty();
+  regions_.windows = (req->capabilities & kMrspCapMemoryWindows) && options().memory_windows &&
+                     regions_.dialect == Dialect::kSpec && regions_.stream_index.empty();
   if (regions_.windows) adv.capabilities = kMrspCapMemoryWindows;
   for (Group& g : regions_.groups) {
     uint64_t size = 0;
@@ -182,7 +182,7 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
       }
     }
   }
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kMrspSending));
   NAARPC_RETURN_IF_ERROR(ep_.SendMrsp(MrspMessage(adv)));
   // A reply writes at most one request per parameter wire region. The MRSP
   // send is the first signaled request the budget tracks.
@@ -194,25 +194,25 @@ Status ConnectionServer::OnMrspRequest(const Completion& c) {
   ep_.send_budget().OnPosted(1, true, Endpoint::MrspSendId());
   // The send completes when the host acknowledges it; a call may already be
   // on its way: completions of either kind are handled as data completions.
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspDone));
-  shared_->admission.HandshakeDone(admission_id_);
-  phase_ = Phase::kServing;
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kMrspDone));
+  server_.shared->admission.HandshakeDone(place_.admission_id);
+  protocol_.phase = Phase::kServing;
   return Status::Ok();
 }
 
 Status ConnectionServer::SendMrspError(MrspErrorCode code) {
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kMrspSending));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kMrspSending));
   const uint64_t send_id = Endpoint::MrspSendId(1);
   NAARPC_RETURN_IF_ERROR(ep_.SendMrsp(MrspMessage(ErrorMessage{static_cast<uint8_t>(code)}), 1));
   // Wait (bounded) until the host has the message, then disconnect.
-  Status s = PollUntil(*conn_, Deadline::After(options_.mrsp_timeout),
-                                 "sending MRSP error", [&](const Completion& c, bool& done) {
-                                   done = c.wr_id == send_id;
-                                   return Status::Ok();
-                                 });
+  Status s = PollUntil(*conn_, Deadline::After(options().mrsp_timeout), "sending MRSP error",
+                       [&](const Completion& c, bool& done) {
+                         done = c.wr_id == send_id;
+                         return Status::Ok();
+                       });
   if (!s.ok() && s.code() != StatusCode::kDisconnected) Log(s.ToString());
-  sm_.Fail();  // the connection ends here
-  phase_ = Phase::kEnded;
+  protocol_.sm.Fail();  // the connection ends here
+  protocol_.phase = Phase::kEnded;
   return Status::Ok();
 }
 

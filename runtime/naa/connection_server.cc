@@ -18,17 +18,17 @@ constexpr auto kLingerAfterCall = std::chrono::milliseconds(50);
 }  // namespace
 
 ConnectionServer::~ConnectionServer() {
-  if (admission_id_ != 0) shared_->admission.Release(admission_id_);
+  if (place_.admission_id != 0) server_.shared->admission.Release(place_.admission_id);
 }
 
 void ConnectionServer::Log(const std::string& line) const {
-  shared_->Log("naarpc NAA [" + peer_ + "]: " + line);
+  server_.shared->Log("naarpc NAA [" + place_.peer + "]: " + line);
 }
 
 void ConnectionServer::Finish(const Status& why) {
-  phase_ = Phase::kEnded;
+  protocol_.phase = Phase::kEnded;
   if (!why.ok() && why.code() != StatusCode::kDisconnected) {
-    sm_.Fail();
+    protocol_.sm.Fail();
     Log(why.ToString());
   }
   // A kernel that overran its limit is not waited for: it was abandoned and
@@ -47,9 +47,9 @@ void ConnectionServer::Ended() {
   // Slot and memory are free before the server counts the connection
   // closed. Memory a kernel that overran its limit still uses goes back
   // when it returns (~ConnectionServer); until then only the slot is free.
-  if (admission_id_ != 0) {
-    if (kernel_overran_) {
-      shared_->admission.Closed(admission_id_);
+  if (place_.admission_id != 0) {
+    if (calls_.kernel_overran) {
+      server_.shared->admission.Closed(place_.admission_id);
     } else {
       streams_.list.clear();
       streams_.ptrs.clear();
@@ -58,10 +58,10 @@ void ConnectionServer::Ended() {
       view_.internal_template.clear();
       view_.internal.clear();
       regions_.groups.clear();  // the regions' memory
-      shared_->admission.Release(std::exchange(admission_id_, 0));
+      server_.shared->admission.Release(std::exchange(place_.admission_id, 0));
     }
   }
-  if (auto on_end = std::exchange(on_end_, nullptr)) on_end();
+  if (auto on_end = std::exchange(place_.on_end, nullptr)) on_end();
 }
 
 void ConnectionServer::Abort(Status why) {
@@ -81,13 +81,13 @@ void ConnectionServer::Interrupt() {
 }
 
 Status ConnectionServer::Begin() {
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kReady));
-  NAARPC_RETURN_IF_ERROR(sm_.Transition(CommState::kConnected));
-  mrsp_deadline_ = Deadline::After(options_.mrsp_timeout);
-  fd_ = conn_->notify_fd();
-  if (fd_ < 0) {
-    return FailedPreconditionError("the " + peer_ +
-                              " connection has no notify_fd: the NAA's engine cannot drive it");
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kReady));
+  NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kConnected));
+  protocol_.mrsp_deadline = Deadline::After(options().mrsp_timeout);
+  place_.fd = conn_->notify_fd();
+  if (place_.fd < 0) {
+    return FailedPreconditionError(
+        "the " + place_.peer + " connection has no notify_fd: the NAA's engine cannot drive it");
   }
   if (std::shared_ptr<void> prepared = conn_->TakeAcceptContext()) {
     // The listener's accept hook (NaaServer::Start) set it up and posted
@@ -97,17 +97,17 @@ Status ConnectionServer::Begin() {
     NAARPC_RETURN_IF_ERROR(ep_.SetUp(*conn_));
     NAARPC_RETURN_IF_ERROR(ep_.PostMrspReceive());
   }
-  return sm_.Transition(CommState::kMrspReceiving);
+  return protocol_.sm.Transition(CommState::kMrspReceiving);
 }
 
 std::optional<Deadline> ConnectionServer::Drive() {
   Status s = Progress();
-  if (s.ok() && phase_ == Phase::kServing && NoteIdle()) phase_ = Phase::kEnded;
-  if (!s.ok() || phase_ == Phase::kEnded) {
+  if (s.ok() && protocol_.phase == Phase::kServing && NoteIdle()) protocol_.phase = Phase::kEnded;
+  if (!s.ok() || protocol_.phase == Phase::kEnded) {
     Finish(s);
     return std::nullopt;
   }
-  return phase_ == Phase::kMrsp ? mrsp_deadline_ : IdleDeadline();
+  return protocol_.phase == Phase::kMrsp ? protocol_.mrsp_deadline : IdleDeadline();
 }
 
 Status ConnectionServer::Progress() {
@@ -125,14 +125,14 @@ Status ConnectionServer::Progress() {
     ~EndLinger() {
       if (lingering) engine.EndLinger();
     }
-  } end_linger{engine_, lingering};
+  } end_linger{server_.engine, lingering};
   for (;;) {
     const bool wait = lingering && Deadline::CoarseNow() < linger_until;
     Result<size_t> n = wait ? conn_->PollCompletions(batch, Deadline::At(linger_until))
                             : conn_->TryPollCompletions(batch);
     if (!n.ok()) return n.status();  // kDisconnected: the host left
     for (size_t i = 0; i < *n; ++i) {
-      if (phase_ == Phase::kMrsp) {
+      if (protocol_.phase == Phase::kMrsp) {
         NAARPC_RETURN_IF_ERROR(OnMrspRequest(batch[i]));
       } else {
         // The whole batch: a result write's completion after a call's must
@@ -141,21 +141,21 @@ Status ConnectionServer::Progress() {
         NAARPC_RETURN_IF_ERROR(OnDataCompletion(batch[i], host_left));
         if (host_left) return DisconnectedError("the host left");
       }
-      if (phase_ == Phase::kEnded) return Status::Ok();
+      if (protocol_.phase == Phase::kEnded) return Status::Ok();
     }
-    if (!queued_.empty()) {
+    if (!calls_.queued.empty()) {
       NAARPC_RETURN_IF_ERROR(ServeQueuedCalls());
-      if (phase_ == Phase::kEnded) return Status::Ok();
+      if (protocol_.phase == Phase::kEnded) return Status::Ok();
       armed = false;  // the calls polled for themselves
-      if (lingering || (lingering = engine_.TryLinger())) {
+      if (lingering || (lingering = server_.engine.TryLinger())) {
         linger_until = Deadline::CoarseNow() + kLingerAfterCall;
       }
       continue;
     }
     if (*n > 0) continue;
-    if (phase_ == Phase::kMrsp && mrsp_deadline_.expired()) {
+    if (protocol_.phase == Phase::kMrsp && protocol_.mrsp_deadline.expired()) {
       return DeadlineExceededError(
-          "no MRSP request within " + std::to_string(options_.mrsp_timeout.count()) +
+          "no MRSP request within " + std::to_string(options().mrsp_timeout.count()) +
           " ms of connecting (a NAAICE host sends it at once: the peer is not one, or is stuck)");
     }
     // Nothing left: arm, poll once more (a completion may have raced the
@@ -179,20 +179,20 @@ Status ConnectionServer::Progress() {
 }
 
 Status ConnectionServer::ServeQueuedCalls() {
-  while (!queued_.empty()) {
-    const uint32_t imm = queued_.Pop();
+  while (!calls_.queued.empty()) {
+    const uint32_t imm = calls_.queued.Pop();
     // Reclaimed while the call came: the connection is closing anyway.
-    if (!shared_->admission.Busy(admission_id_)) {
-      phase_ = Phase::kEnded;
+    if (!server_.shared->admission.Busy(place_.admission_id)) {
+      protocol_.phase = Phase::kEnded;
       return Status::Ok();
     }
-    engine_.BeforeBlocking();  // the kernel may take long: others are served meanwhile
+    server_.engine.BeforeBlocking();  // the kernel may take long: others are served meanwhile
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
-    shared_->admission.Idle(admission_id_);
+    server_.shared->admission.Idle(place_.admission_id);
     // After a kernel timeout no later call may land in memory the kernel
     // still uses: the connection ends (docs/protocol.md 7.4).
-    if (kernel_overran_) {
-      phase_ = Phase::kEnded;
+    if (calls_.kernel_overran) {
+      protocol_.phase = Phase::kEnded;
       return Status::Ok();
     }
   }
@@ -218,23 +218,23 @@ Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) 
   if (c.opcode != WorkOpcode::kRecvRdmaWithImm || !c.has_imm) {
     return ProtocolError("expected a WRITE_WITH_IMM starting a call, got a SEND");
   }
-  if (!streams_.list.empty() && !queued_.empty()) {
+  if (!streams_.list.empty() && !calls_.queued.empty()) {
     // A streaming call's request is waiting: what follows it is its frames
     // (docs/protocol.md 15.2).
     streams_.early_frames.push_back({c.imm_data, c.byte_len});
     return Status::Ok();
   }
-  if (queued_.full()) {
+  if (calls_.queued.full()) {
     // More calls than posted receives: cannot happen on a conforming transport.
     return ProtocolError("more calls arrived than receives were posted");
   }
-  queued_.Push(c.imm_data);
+  calls_.queued.Push(c.imm_data);
   return Status::Ok();
 }
 
 Status ConnectionServer::ReclaimSendQueue() {
   return PollUntil(
-      *conn_, Deadline::After(options_.mrsp_timeout), "waiting for a result write to complete",
+      *conn_, Deadline::After(options().mrsp_timeout), "waiting for a result write to complete",
       [&](const Completion& c, bool& done) -> Status {
         bool host_left = false;
         NAARPC_RETURN_IF_ERROR(OnDataCompletion(c, host_left));
@@ -246,27 +246,27 @@ Status ConnectionServer::ReclaimSendQueue() {
 
 bool ConnectionServer::NoteIdle() {
   const auto zero = std::chrono::milliseconds::zero();
-  if (options_.idle_log_after <= zero && options_.idle_timeout <= zero) return false;
+  if (options().idle_log_after <= zero && options().idle_timeout <= zero) return false;
   const auto now = Deadline::Clock::now();
-  if (calls_ != idle_.calls_at_check) {  // a new idle spell
-    idle_.calls_at_check = calls_;
-    idle_.since = now;
-    idle_.logged = false;
+  if (calls_.count != calls_.idle.calls_at_check) {  // a new idle spell
+    calls_.idle.calls_at_check = calls_.count;
+    calls_.idle.since = now;
+    calls_.idle.logged = false;
     return false;
   }
-  const auto idle = now - idle_.since;
+  const auto idle = now - calls_.idle.since;
   const std::string since =
-      calls_ == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_);
+      calls_.count == 0 ? std::string("the MRSP") : "call " + std::to_string(calls_.count);
   const auto ms = [](auto d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
   };
-  if (options_.idle_timeout > zero && idle >= options_.idle_timeout) {
+  if (options().idle_timeout > zero && idle >= options().idle_timeout) {
     Log("idle: no call for " + ms(idle) + " ms since " + since + "; closing the connection "
-        "(ServerOptions::idle_timeout " + ms(options_.idle_timeout) + " ms)");
+        "(ServerOptions::idle_timeout " + ms(options().idle_timeout) + " ms)");
     return true;
   }
-  if (options_.idle_log_after > zero && !idle_.logged && idle >= options_.idle_log_after) {
-    idle_.logged = true;
+  if (options().idle_log_after > zero && !calls_.idle.logged && idle >= options().idle_log_after) {
+    calls_.idle.logged = true;
     Log("idle: no call for " + ms(idle) + " ms since " + since +
         " (connection kept open; logged once per idle spell)");
   }
@@ -276,9 +276,11 @@ bool ConnectionServer::NoteIdle() {
 Deadline ConnectionServer::IdleDeadline() const {
   const auto zero = std::chrono::milliseconds::zero();
   Deadline next = Deadline::Infinite();
-  if (options_.idle_timeout > zero) next = Deadline::At(idle_.since + options_.idle_timeout);
-  if (options_.idle_log_after > zero && !idle_.logged) {
-    next = Deadline::Earlier(next, Deadline::At(idle_.since + options_.idle_log_after));
+  if (options().idle_timeout > zero) {
+    next = Deadline::At(calls_.idle.since + options().idle_timeout);
+  }
+  if (options().idle_log_after > zero && !calls_.idle.logged) {
+    next = Deadline::Earlier(next, Deadline::At(calls_.idle.since + options().idle_log_after));
   }
   return next;
 }

@@ -155,28 +155,23 @@ class ConnectionServer final : public Driven,
                    std::shared_ptr<ServerShared> shared, const std::atomic<bool>& stopping,
                    EventEngine& engine)
       : conn_(std::move(conn)),
-        peer_(conn_->peer_name()),
-        peer_host_(PeerHost(peer_)),
-        handler_(handler),
-        shared_(std::move(shared)),
-        options_(shared_->options),
-        stopping_(stopping),
-        engine_(engine) {}
+        server_{handler, shared->options, std::move(shared), stopping, engine},
+        place_(conn_->peer_name()) {}
   // The connection's slot and memory go back to the admission (by now
   // its buffers are freed, or are being: members end after this).
   ~ConnectionServer() override;
 
   // REQUIRES: before Begin(); `id` from Admission::Admit.
-  void SetAdmission(uint64_t id) { admission_id_ = id; }
+  void SetAdmission(uint64_t id) { place_.admission_id = id; }
   // Called once, when the connection has ended (Ended()).
-  void SetOnEnd(std::function<void()> on_end) { on_end_ = std::move(on_end); }
+  void SetOnEnd(std::function<void()> on_end) { place_.on_end = std::move(on_end); }
   // Before the engine drives it: the MRSP buffers, the receive for the
   // host's request.
   Status Begin();
   // Ends a connection that Begin() or the engine refused.
   void Abort(Status why);
 
-  int fd() const override { return fd_; }
+  int fd() const override { return place_.fd; }
   std::optional<Deadline> Drive() override;
   // Disconnects the connection now (NaaServer::Shutdown): a call in flight
   // fails at the host at once. Safe from any thread.
@@ -190,7 +185,7 @@ class ConnectionServer final : public Driven,
   enum class Phase : uint8_t { kMrsp, kServing, kEnded };
   // Takes every completion there is, answers the MRSP, runs the calls that
   // came; returns once the connection is armed to wait (or has ended:
-  // phase_ kEnded).
+  // protocol_.phase kEnded).
   Status Progress();
   Status OnMrspRequest(const Completion& c);
   Status ServeQueuedCalls();
@@ -265,38 +260,64 @@ class ConnectionServer final : public Driven,
     std::vector<std::pair<uint32_t, uint32_t>> early_frames;  // immediate, byte count
   };
 
-  // The connection and where it serves.
-  std::mutex conn_mu_;  // Interrupt() vs. the end of Run()
-  std::unique_ptr<Connection> conn_;
-  const std::string peer_;
-  const std::string peer_host_;  // the statistics' peer
-  NaaHandler& handler_;
-  const std::shared_ptr<ServerShared> shared_;  // outlives the server if a kernel does
-  const ServerOptions& options_;                // shared_->options
-  const std::atomic<bool>& stopping_;
-  EventEngine& engine_;
-  std::function<void()> on_end_;
-  int fd_ = -1;                // conn_->notify_fd()
-  uint64_t admission_id_ = 0;  // its slot and bytes in ServerShared::admission
+  // The server's parts a connection uses.
+  struct ServerParts {
+    NaaHandler& handler;
+    const ServerOptions& options;                // shared->options
+    const std::shared_ptr<ServerShared> shared;  // outlives the server if a kernel does
+    const std::atomic<bool>& stopping;
+    EventEngine& engine;
+  };
 
-  // The protocol: phase, state machine, the regions, the endpoint (MRSP
-  // messages, receives for the host's writes, the send budget: what the
-  // host's side does alike, runtime/engine/endpoint.h).
-  Phase phase_ = Phase::kMrsp;
-  Deadline mrsp_deadline_ = Deadline::Infinite();
-  StateMachine sm_{Role::kNaa};
+  // The connection's place in the server: whom it serves, its descriptor in
+  // the engine, its admission slot, what the server runs when it has ended.
+  struct Place {
+    explicit Place(std::string peer_name)
+        : peer(std::move(peer_name)), peer_host(PeerHost(peer)) {}
+
+    const std::string peer;
+    const std::string peer_host;  // the statistics' peer
+    int fd = -1;                  // conn_->notify_fd()
+    uint64_t admission_id = 0;    // its slot and bytes in ServerShared::admission
+    std::function<void()> on_end;
+  };
+
+  // Where the protocol stands: phase, the MRSP's time limit, the state machine.
+  struct ProtocolState {
+    Phase phase = Phase::kMrsp;
+    Deadline mrsp_deadline = Deadline::Infinite();
+    StateMachine sm{Role::kNaa};
+  };
+
+  // Calls: those waiting, the one running, its reply's writes, how many so
+  // far (and how long none came: idle tracking).
+  struct Calls {
+    CallQueue queued;
+    NaaCall call;                    // outlives a runaway kernel
+    std::vector<WriteSlice> slices;  // the reply's writes, reused
+    uint64_t count = 0;
+    bool kernel_overran = false;  // its kernel worker abandoned; the connection ends
+    IdleTracker idle;
+  };
+
+  const ServerOptions& options() const { return server_.options; }
+
+  // Guards conn_ itself: Ended() resets it (engine thread) while
+  // Interrupt() may disconnect it from any thread (Shutdown, Reclaim).
+  std::mutex conn_mu_;
+  std::unique_ptr<Connection> conn_;
+  const ServerParts server_;
+  Place place_;
+  // The protocol: where it stands, the regions, the endpoint (MRSP messages,
+  // receives for the host's writes, the send budget: what the host's side
+  // does alike, runtime/engine/endpoint.h).
+  ProtocolState protocol_;
   Regions regions_;
   Endpoint ep_;
-
-  // Calls.
-  CallQueue queued_;
-  NaaCall call_;  // outlives a runaway kernel
+  // Calls, and what each one resolves, shows its kernel, observes, streams.
+  Calls calls_;
   ReturnRegions returns_;
   KernelView view_;
-  std::vector<WriteSlice> slices_;  // the reply's writes, reused
-  uint64_t calls_ = 0;
-  bool kernel_overran_ = false;  // its kernel worker abandoned; the connection ends
-  IdleTracker idle_;
   CallObservation observation_;
   CallStreams streams_;
 };

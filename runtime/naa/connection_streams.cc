@@ -190,18 +190,18 @@ template <typename Ready>
 Status ConnectionServer::PumpUntil(std::unique_lock<std::mutex>& lock, Ready&& ready,
                                    const char* waiting_for) {
   const auto zero = std::chrono::milliseconds::zero();
-  const Deadline idle = options_.idle_timeout > zero ? Deadline::After(options_.idle_timeout)
-                                                     : Deadline::Infinite();
+  const Deadline idle = options().idle_timeout > zero ? Deadline::After(options().idle_timeout)
+                                                      : Deadline::Infinite();
   while (!ready()) {
     if (streams_.abandoned) return DeadlineExceededError("the call was abandoned (kernel timeout)");
     NAARPC_RETURN_IF_ERROR(streams_.error);
-    if (stopping_.load(std::memory_order_relaxed)) {
+    if (server_.stopping.load(std::memory_order_relaxed)) {
       return streams_.error = UnavailableError("the NAA is shutting down");
     }
     if (idle.expired()) {
       return streams_.error = DeadlineExceededError(
                  std::string("waiting for ") + waiting_for + ": nothing from the host for " +
-                 std::to_string(options_.idle_timeout.count()) +
+                 std::to_string(options().idle_timeout.count()) +
                  " ms (ServerOptions::idle_timeout)");
     }
     // Bounded waits: Shutdown and a kernel timeout get their turn.

@@ -2,7 +2,7 @@
 // LevelDB's env_test runs one suite over every Env): connection set-up,
 // RNR, disconnects and notify_fd event loops. The verbs cases skip without
 // an RDMA device and run in the Soft-RoCE guest; what only one transport
-// does stays in its own tests (emulated_*_test, verbs_transport_test).
+// does stays in its own tests (emulated_*_test, verbs_*_test).
 //
 // Deadlines here are hang guards: they only turn a hang into a failure and
 // are generous so that no loaded machine (or TCG guest) reaches them. Tests
@@ -23,6 +23,7 @@
 #include "naarpc/transport.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 #include "runtime/transport_impl/verbs/verbs_transport.h"
+#include "tests/testing/connection_helpers.h"
 #include "tests/testing/hang_guard.h"
 #include "tests/testing/notify_loop.h"
 #include "tests/testing/test_transport.h"
@@ -31,81 +32,15 @@ namespace naarpc {
 namespace {
 
 using namespace std::chrono_literals;
+using naarpc::testing::Buf;
 using naarpc::testing::HangGuard;
 using naarpc::testing::NotifyLoop;
+using naarpc::testing::PollN;
+using naarpc::testing::PollUntilDown;
+using naarpc::testing::Reg;
+using naarpc::testing::Req;
 
 constexpr auto kHangGuard = 60s;
-
-// A buffer registered on one connection.
-struct Buf {
-  std::vector<uint8_t> data;
-  std::unique_ptr<MemoryRegion> mr;
-
-  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(data.data()) + off; }
-  LocalBuffer local(size_t off, uint32_t len) const { return {addr(off), len, mr->lkey()}; }
-};
-
-Buf Reg(Connection& c, size_t n, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite,
-        uint8_t fill = 0) {
-  Buf b;
-  b.data.assign(n, fill);
-  auto mr = c.RegisterMemory(b.data.data(), n, access);
-  EXPECT_TRUE(mr.ok()) << mr.status().ToString();
-  if (mr.ok()) b.mr = std::move(*mr);
-  return b;
-}
-
-SendRequest Req(uint64_t wr_id, WorkOpcode op, LocalBuffer local, uint64_t remote_addr = 0,
-                uint32_t rkey = 0, uint32_t imm = 0) {
-  SendRequest r;
-  r.wr_id = wr_id;
-  r.opcode = op;
-  r.local = local;
-  r.remote_addr = remote_addr;
-  r.rkey = rkey;
-  r.imm_data = imm;
-  return r;
-}
-
-// Polls until `n` completions have come; fails at the hang guard.
-std::vector<Completion> PollN(Connection& c, size_t n) {
-  std::vector<Completion> got;
-  const Deadline deadline = Deadline::After(kHangGuard);
-  while (got.size() < n) {
-    Completion buf[8];
-    auto r = c.PollCompletions(std::span<Completion>(buf, std::min<size_t>(8, n - got.size())),
-                               deadline);
-    if (!r.ok()) {
-      ADD_FAILURE() << "PollCompletions: " << r.status().ToString();
-      break;
-    }
-    if (*r == 0) {
-      ADD_FAILURE() << "hang guard with " << got.size() << " of " << n << " completions";
-      break;
-    }
-    got.insert(got.end(), buf, buf + *r);
-  }
-  return got;
-}
-
-// Polls until kDisconnected; returns the completions seen before.
-std::vector<Completion> PollUntilDown(Connection& c) {
-  std::vector<Completion> got;
-  const Deadline deadline = Deadline::After(kHangGuard);
-  for (;;) {
-    Completion buf[8];
-    auto r = c.PollCompletions(buf, deadline);
-    if (!r.ok()) {
-      EXPECT_EQ(r.status().code(), StatusCode::kDisconnected) << r.status().ToString();
-      return got;
-    }
-    if (*r == 0) {
-      ADD_FAILURE() << "connection did not go down before the hang guard";
-      return got;
-    }
-    got.insert(got.end(), buf, buf + *r);
-  }
-}
 
 class ConnectionTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -2,7 +2,9 @@
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
 # perftest over rxe0 for reference.
 # Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--pytest RUN_PYTEST ROOT TEST_PY]
-#                       [--device-removal TEST] VERBS_TEST [END_TO_END_TEST...]
+#                       [--device-removal TEST] --verbs VERBS_TEST [--verbs VERBS_TEST...]
+#                       [END_TO_END_TEST...]
+# --verbs: a verbs transport test, run in full (no test may skip).
 # --cli: the naarpc command-line tool's verbs script (tests/cli/verbs_guest.sh).
 # --pytest: the Python module's verbs cases: RUN_PYTEST (python/run_pytest.sh,
 # //python:python_transport_test's script) run from the runfiles root ROOT on
@@ -17,8 +19,9 @@ pytest_args=()
 if [[ "${1:-}" == --pytest ]]; then pytest_args=("$2" "$3" "$4"); shift 4; fi
 removal_test=""
 if [[ "${1:-}" == --device-removal ]]; then removal_test="$2"; shift 2; fi
-verbs_test="$1"
-shift
+verbs_tests=()
+while [[ "${1:-}" == --verbs ]]; do verbs_tests+=("$2"); shift 2; done
+((${#verbs_tests[@]})) || { echo "guest_suite.sh: no --verbs test given"; exit 2; }
 e2e_tests=("$@")
 addr="${NAARPC_TEST_ADDRESS:?set by rxe-vm}"
 failed=0
@@ -59,7 +62,9 @@ ip link add eth1 type dummy && ip addr add 10.0.3.15/24 dev eth1 && ip link set 
   rdma link add rxe1 type rxe netdev eth1 || { echo "cannot add rxe1"; failed=1; }
 export NAARPC_TEST_SECOND_DEVICE=rxe1 NAARPC_TEST_SECOND_ADDRESS=10.0.3.15
 
-run "verbs transport tests" gtest "$verbs_test"
+for t in "${verbs_tests[@]}"; do
+  run "verbs transport tests: $(basename "$t")" gtest "$t"
+done
 for t in "${e2e_tests[@]}"; do
   run "$(basename "$t") (verbs cases)" gtest "$t" --gtest_filter='*verbs*:*Verbs*'
 done

@@ -4,7 +4,13 @@ set -euo pipefail
 r="${TEST_SRCDIR:?}/${TEST_WORKSPACE:-naarpc}"
 # Real paths: the guest sees the host's tree at the same paths.
 suite="$(readlink -f "$r/tools/rxe-vm/guest_suite.sh")"
-verbs_test="$(readlink -f "$r/runtime/transport_impl/verbs/verbs_transport_test")"
+# Every verbs transport test (//runtime/transport_impl/verbs:verbs_tests),
+# each run in full.
+verbs_tests=()
+for t in "$r"/runtime/transport_impl/verbs/verbs_*_test; do
+  [[ -x "$t" ]] || { echo "no verbs_*_test in the runfiles"; exit 1; }
+  verbs_tests+=(--verbs "$(readlink -f "$t")")
+done
 removal_test="$(readlink -f "$r/tests/e2e/device_removal_test")"
 e2e_tests=()
 for t in tests/e2e/e2e_test tests/e2e/wire_conformance_test tests/services/services_test \
@@ -25,5 +31,5 @@ cli=("$(readlink -f "$r/tests/cli/verbs_guest.sh")" "$(readlink -f "$r/tools/naa
 # python/, examples/naa_server, services/*.naa.yaml), not from real paths.
 pytest_args=("$(readlink -f "$r/python/python_transport_test")" "$(readlink -f "$r")" python/naarpc_transport_test.py)
 exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
-  /bin/bash "$suite" --cli "${cli[@]}" --pytest "${pytest_args[@]}" --device-removal "$removal_test" "$verbs_test" \
+  /bin/bash "$suite" --cli "${cli[@]}" --pytest "${pytest_args[@]}" --device-removal "$removal_test" "${verbs_tests[@]}" \
   "${e2e_tests[@]}"

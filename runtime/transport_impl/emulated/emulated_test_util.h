@@ -30,6 +30,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/transport_impl/emulated/emulated_transport.h"
+#include "tests/testing/connection_helpers.h"
 #include "tests/testing/hang_guard.h"
 #include "tests/testing/notify_loop.h"
 
@@ -82,26 +83,6 @@ inline Pair MakePair(Transport& t, const std::string& listen_host = "127.0.0.1",
   if (c.ok()) p.client = std::move(*c);
   if (accepted->ok()) p.server = std::move(**accepted);
   return p;
-}
-
-// A buffer registered on one connection.
-struct Buf {
-  std::vector<uint8_t> data;
-  std::unique_ptr<MemoryRegion> mr;
-
-  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uintptr_t>(data.data()) + off; }
-  LocalBuffer local(size_t off, uint32_t len) const { return {addr(off), len, mr->lkey()}; }
-  LocalBuffer all() const { return local(0, static_cast<uint32_t>(data.size())); }
-};
-
-inline Buf Reg(Connection& c, size_t n, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite,
-        uint8_t fill = 0) {
-  Buf b;
-  b.data.assign(n, fill);
-  auto mr = c.RegisterMemory(b.data.data(), n, access);
-  EXPECT_TRUE(mr.ok()) << mr.status().ToString();
-  if (mr.ok()) b.mr = std::move(*mr);
-  return b;
 }
 
 inline void FillPattern(std::vector<uint8_t>& v, uint32_t seed) {
@@ -176,45 +157,6 @@ inline bool RunUntil(std::initializer_list<Side*> sides, const std::function<boo
   return true;
 }
 
-// Polls `c` (own thread) until n completions arrived or an error/timeout.
-inline std::vector<Completion> PollN(Connection& c, size_t n, std::chrono::milliseconds timeout = kTimeout) {
-  std::vector<Completion> got;
-  Deadline d = Deadline::After(timeout);
-  while (got.size() < n) {
-    Completion buf[16];
-    auto r = c.PollCompletions(std::span<Completion>(buf, std::min<size_t>(16, n - got.size())), d);
-    if (!r.ok()) {
-      ADD_FAILURE() << "PollCompletions: " << r.status().ToString();
-      break;
-    }
-    if (*r == 0) {
-      ADD_FAILURE() << "timed out with " << got.size() << " of " << n << " completions";
-      break;
-    }
-    got.insert(got.end(), buf, buf + *r);
-  }
-  return got;
-}
-
-// Polls until kDisconnected; returns the completions seen before.
-inline std::vector<Completion> PollUntilDown(Connection& c, std::chrono::milliseconds timeout = kTimeout) {
-  std::vector<Completion> got;
-  Deadline d = Deadline::After(timeout);
-  for (;;) {
-    Completion buf[16];
-    auto r = c.PollCompletions(buf, d);
-    if (!r.ok()) {
-      EXPECT_EQ(r.status().code(), StatusCode::kDisconnected) << r.status().ToString();
-      return got;
-    }
-    if (*r == 0) {
-      ADD_FAILURE() << "connection did not go down in time";
-      return got;
-    }
-    got.insert(got.end(), buf, buf + *r);
-  }
-}
-
 inline FaultRule Rule(std::optional<bool> listener_side, std::optional<WorkOpcode> opcode,
                std::optional<uint64_t> sequence, FaultAction action) {
   FaultRule r;
@@ -232,8 +174,12 @@ inline EmulatedOptions FastRnr() {
   return o;
 }
 
+using naarpc::testing::Buf;
 using naarpc::testing::HangGuard;
 using naarpc::testing::NotifyLoop;
+using naarpc::testing::PollN;
+using naarpc::testing::PollUntilDown;
+using naarpc::testing::Reg;
 
 }  // namespace emulated_testing
 }  // namespace naarpc
