@@ -59,40 +59,41 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                           " stream(s): CallOptions::streams must be set");
   }
   const auto& lengths = call_options.send_lengths;
-  if (!lengths.empty() && lengths.size() != params.size()) {
+  if (!lengths.empty() && lengths.size() != regions.params.size()) {
     return InvalidArgumentError("send_lengths has " + std::to_string(lengths.size()) +
-                                " entries, expected " + std::to_string(params.size()));
+                                " entries, expected " + std::to_string(regions.params.size()));
   }
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (IsCallInput(params[i].spec) && lengths[i] > params[i].spec.size) {
-      return InvalidArgumentError("parameter " + Quote(params[i].spec.name) + ": send length " +
-                                  std::to_string(lengths[i]) + " exceeds its size " +
-                                  std::to_string(params[i].spec.size));
+    if (IsCallInput(regions.params[i].spec) && lengths[i] > regions.params[i].spec.size) {
+      return InvalidArgumentError("parameter " + Quote(regions.params[i].spec.name) +
+                                  ": send length " + std::to_string(lengths[i]) +
+                                  " exceeds its size " +
+                                  std::to_string(regions.params[i].spec.size));
     }
   }
 
   // Inputs in region order: [metadata], then input slices (prefixes).
-  slices.clear();
+  writes.slices.clear();
   bool gathered = false;
   const WireRegion* first_return = nullptr;
   const WireRegion* first_advertised = nullptr;
-  for (const WireRegion& w : wire) {
+  for (const WireRegion& w : regions.wire) {
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
-      if (options.metadata_every_call || calls_completed == 0 || use_windows) {
-        slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
+      if (options.metadata_every_call || calls_completed == 0 || windows.enabled) {
+        writes.slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
       }
       continue;
     }
-    const Param& p = params[w.param];
+    const Param& p = regions.params[w.param];
     if (first_advertised == nullptr) first_advertised = &w;
     if (IsReturn(p.spec) && first_return == nullptr) first_return = &w;
     if (!IsCallInput(p.spec)) continue;
     if (p.spec.single_send && calls_completed > 0) continue;
     const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
-    if (auto g = std::find_if(staged.begin(), staged.end(),
+    if (auto g = std::find_if(writes.staged.begin(), writes.staged.end(),
                               [&](const StagedInput& x) { return x.param == w.param; });
-        g != staged.end()) {
+        g != writes.staged.end()) {
       // Zero-copy: chained writes whose gather lists name the caller's runs,
       // at consecutive addresses of the parameter's (one) NAA region.
       if (want != p.spec.size) {
@@ -104,23 +105,23 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
       uint64_t remote = w.peer_addr;
       for (size_t i = g->begin; i < g->end; i += max_sge) {
         WriteSlice slice{{}, remote, w.peer_rkey};
-        slice.sg_list = std::span<const LocalBuffer>(gather_sges.data() + i,
-                                                      std::min(max_sge, g->end - i));
+        slice.sg_list = std::span<const LocalBuffer>(writes.gather_sges.data() + i,
+                                                     std::min(max_sge, g->end - i));
         for (const LocalBuffer& b : slice.sg_list) remote += b.length;
-        slices.push_back(slice);
+        writes.slices.push_back(slice);
       }
       gathered = true;
       continue;
     }
     if (want <= w.offset) continue;
     const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
-    slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
+    writes.slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
   }
-  if (slices.empty()) {
+  if (writes.slices.empty()) {
     // Nothing to send (all inputs empty or single-send, or streams only): a
     // zero-length WRITE_WITH_IMM still carries the function code.
     const WireRegion& w = first_return != nullptr ? *first_return : *first_advertised;
-    slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
+    writes.slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
@@ -131,14 +132,14 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   Status s;
   // Streams: the NAA may write output chunks as soon as the request lands,
   // so their receives go up first (docs/protocol.md 15.3).
-  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(output_windows);
+  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(regions.output_windows);
   while (ep.posted_data_recvs() < before) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
   // The windows open (bind work requests, then the keys in the metadata)
   // before the writes that carry the request.
-  if (use_windows) {
+  if (windows.enabled) {
     s = OpenWindows();
     if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
   }
@@ -148,7 +149,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // is waited for within this call (so none is pending between calls).
   // A gather chain may pass the budget's sequence: signaled, so the send
   // queue is known free again when the call ends.
-  auto posted = ep.PostWrites(slices, imm, gathered);
+  auto posted = ep.PostWrites(writes.slices, imm, gathered);
   if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
   call.write_id = posted->wr_id;
   call.written = !posted->signaled;
@@ -212,8 +213,8 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
     for (;;) {
       Result<bool> event = conn->WaitNotify(Deadline::Now());
       if (event.ok()) {
-        notify_maybe_raised = false;
-        if (*event) notify_armed = false;  // consumed: the CQ is unarmed
+        notify.maybe_raised = false;
+        if (*event) notify.armed = false;  // consumed: the CQ is unarmed
         return *event;
       }
       // Down: what is left completes as flushed work, or nothing is left.
@@ -227,22 +228,22 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
   };
   std::optional<Status> end;
   for (;;) {
-    if (notify_armed && notify_maybe_raised) {
+    if (notify.armed && notify.maybe_raised) {
       // The event of an earlier arming is probably raised (the last call
       // ended on a completion taken without waiting): consume it first, so
       // the descriptor waits for what comes next.
       wait_now(end);
       if (end) return end;
     }
-    if (!notify_armed) {
+    if (!notify.armed) {
       Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
       if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
-      notify_armed = true;
-      notify_maybe_raised = false;
+      notify.armed = true;
+      notify.maybe_raised = false;
     }
     Result<size_t> n = conn->TryPollCompletions(batch);
     if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
-    if (*n > 0) notify_maybe_raised = true;
+    if (*n > 0) notify.maybe_raised = true;
     if ((end = take(*n))) return end;
     if (*n == batch.size()) continue;  // more may be queued
     if (call.deadline.expired()) {
@@ -293,7 +294,7 @@ Status ClientSession::Impl::FinishCall() {
 Status ClientSession::Impl::EndCall(Status s) {
   // The NAA's access ends before the caller sees results or regains its
   // buffers, whatever ended the call.
-  if (windows_open) {
+  if (windows.open) {
     // Success: invalidated and waited for (a local operation, bounded by
     // its own deadline, not the call's). Otherwise the invalidates are
     // posted (they take effect in send-queue order, at once) and the
@@ -347,11 +348,13 @@ Status ClientSession::Impl::EndCall(Status s) {
 
 bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t elem,
                                       std::span<const std::byte* const> bases) {
-  auto it = std::find_if(staged.begin(), staged.end(),
+  auto it = std::find_if(writes.staged.begin(), writes.staged.end(),
                          [&](const StagedInput& x) { return x.param == index; });
-  if (it != staged.end()) return true;  // already staged for this call
-  if (index >= params.size() || !IsCallInput(params[index].spec) || elem == 0) return false;
-  const RegionSpec& spec = params[index].spec;
+  if (it != writes.staged.end()) return true;  // already staged for this call
+  if (index >= regions.params.size() || !IsCallInput(regions.params[index].spec) || elem == 0) {
+    return false;
+  }
+  const RegionSpec& spec = regions.params[index].spec;
   UserMemoryRegistry* registry = options.user_memory.get();
   if (registry == nullptr) return false;
   const uint64_t bytes = LayoutElements(layout) * elem;
@@ -370,7 +373,9 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
   const uint64_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
   const uint64_t requests = (runs + max_sge - 1) / max_sge;
   const uint32_t depth = conn->send_queue_depth();
-  if (depth != 0 && max_sequence + staged_requests + requests > depth / 2) return pack();
+  if (depth != 0 && writes.max_sequence + writes.staged_requests + requests > depth / 2) {
+    return pack();
+  }
   // Every array lies in one registered range (its lkey on this connection).
   std::array<uint32_t, kMaxLayoutArrays> lkeys{};
   for (size_t a = 0; a < bases.size(); ++a) {
@@ -378,13 +383,13 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
     Result<bool> found = registry->LocalKey(*conn, addr, LayoutExtent(layout, a) * elem, &lkeys[a]);
     if (!found.ok() || !*found) return pack();
   }
-  const size_t begin = gather_sges.size();
+  const size_t begin = writes.gather_sges.size();
   ForEachRun(layout, [&](size_t array, uint64_t offset, uint64_t length) {
-    gather_sges.push_back({reinterpret_cast<uintptr_t>(bases[array]) + offset * elem,
-                           static_cast<uint32_t>(length * elem), lkeys[array]});
+    writes.gather_sges.push_back({reinterpret_cast<uintptr_t>(bases[array]) + offset * elem,
+                                  static_cast<uint32_t>(length * elem), lkeys[array]});
   });
-  staged.push_back({index, begin, gather_sges.size()});
-  staged_requests += static_cast<uint32_t>(requests);
+  writes.staged.push_back({index, begin, writes.gather_sges.size()});
+  writes.staged_requests += static_cast<uint32_t>(requests);
   registry->CountZeroCopy(bytes);
   return true;
 }
