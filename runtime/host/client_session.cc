@@ -71,7 +71,6 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
       max_requests += static_cast<uint32_t>(impl->regions.metadata_params.size());
     }
     impl->ep.StartSendBudget(max_requests);
-    impl->writes.max_sequence = max_requests;
   }
   if (!s.ok()) {
     impl->sm.Fail();
@@ -95,7 +94,9 @@ bool ClientSession::StageGatherInput(size_t index, const Layout& layout, size_t 
   return impl_->StageGather(index, layout, elem, bases);
 }
 
-void ClientSession::DropStagedInputs() { impl_->DropStaged(); }
+void ClientSession::DropStagedInputs() {
+  if (!impl_->call.active) impl_->DropStaged();  // a chain in flight still reads them
+}
 const RegionSpec& ClientSession::spec(size_t index) const {
   return impl_->regions.params.at(index).spec;
 }

@@ -3,6 +3,7 @@
 namespace naarpc {
 
 using internal::Hex;
+using internal::MakeWrId;
 using internal::IsCallInput;
 using internal::IsReturn;
 using internal::Quote;
@@ -15,6 +16,16 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
   ForgetNotify();  // a blocking call: PollCompletions arms and consumes on its own
   if (streams.empty()) return FinishCall();
+  if (call.chain.active) {
+    // The streams start once the request is out: the batches first.
+    Status posted = internal::PollUntil(
+        *conn, deadline, "waiting for the NAA", [this](const Completion& c, bool& done) {
+          NAARPC_RETURN_IF_ERROR(OnCallCompletion(c, done));
+          done = !call.chain.active;
+          return Status::Ok();
+        });
+    if (!posted.ok()) return EndCall(std::move(posted));
+  }
   Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
   if (!s.ok() && s.code() != StatusCode::kProtocolError &&
       s.code() != StatusCode::kDeadlineExceeded) {
@@ -30,10 +41,13 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
 Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                       const CallOptions& call_options) {
   if (call.active) return FailedPreconditionError("a call is already in flight on this session");
-  // What StageGatherInput staged is for this call only, posted or not.
+  // What StageGatherInput staged is for this call only, posted or not (a
+  // batched chain keeps it until its last batch is posted).
   struct DropStagedOnExit {
     Impl* impl;
-    ~DropStagedOnExit() { impl->DropStaged(); }
+    ~DropStagedOnExit() {
+      if (!impl->call.chain.active) impl->DropStaged();
+    }
   } drop_staged{this};
   if (sm.failed()) {
     return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
@@ -102,6 +116,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                     "send length " + std::to_string(want));
       }
       const size_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
+      g->first_slice = writes.slices.size();
       uint64_t remote = w.peer_addr;
       for (size_t i = g->begin; i < g->end; i += max_sge) {
         WriteSlice slice{{}, remote, w.peer_rkey};
@@ -110,6 +125,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
         for (const LocalBuffer& b : slice.sg_list) remote += b.length;
         writes.slices.push_back(slice);
       }
+      g->end_slice = writes.slices.size();
       gathered = true;
       continue;
     }
@@ -148,11 +164,25 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // signaled only when the send queue needs its slots back; a signaled one
   // is waited for within this call (so none is pending between calls).
   // A gather chain may pass the budget's sequence: signaled, so the send
-  // queue is known free again when the call ends.
-  auto posted = ep.PostWrites(writes.slices, imm, gathered);
-  if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
-  call.write_id = posted->wr_id;
-  call.written = !posted->signaled;
+  // queue is known free again when the call ends; if the send queue cannot
+  // take it at once, in batches as completions free slots (PostChain).
+  const uint32_t depth = conn->send_queue_depth();
+  const uint32_t unfreed = ep.send_budget().unfreed();
+  if (gathered && depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
+    call.chain = {.active = true,
+                  .imm = imm,
+                  .limit = std::max<uint32_t>(depth / 2, 1),
+                  .unfreed = unfreed};
+    s = PostChain();
+    if (!s.ok()) {
+      return Fail(s.WithContext("posting the input writes: " + ChainProgress()));
+    }
+  } else {
+    auto posted = ep.PostWrites(writes.slices, imm, gathered);
+    if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
+    call.write_id = posted->wr_id;
+    call.written = !posted->signaled;
+  }
   while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
@@ -180,6 +210,8 @@ Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
     if (call.answered) return ProtocolError("the NAA wrote again after its status");
     call.answered = true;
     call.status_imm = c.imm_data;
+  } else if (call.chain.in_flight != 0 && c.wr_id == call.chain.ids[0]) {
+    NAARPC_RETURN_IF_ERROR(OnChainBatch(c.wr_id));
   } else {
     return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
   }
@@ -292,6 +324,13 @@ Status ClientSession::Impl::FinishCall() {
 }
 
 Status ClientSession::Impl::EndCall(Status s) {
+  // An error before the last batch of a chain was posted: say how far the
+  // inputs got (the request immediate was not sent).
+  std::string chain_progress;
+  if (call.chain.active) {
+    if (!s.ok()) chain_progress = ChainProgress();
+    call.chain.active = false;
+  }
   // The NAA's access ends before the caller sees results or regains its
   // buffers, whatever ended the call.
   if (windows.open) {
@@ -311,7 +350,12 @@ Status ClientSession::Impl::EndCall(Status s) {
   const uint32_t status_imm = call.status_imm;
   // Names the call in errors; built only when one occurs.
   auto what = [fncode] { return "call of function " + std::to_string(fncode); };
-  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
+  if (!chain_progress.empty()) {
+    s = s.code() == StatusCode::kDeadlineExceeded
+            ? DeadlineExceededError(what() + ": the deadline passed while the inputs were "
+                                             "written: " + chain_progress)
+            : s.WithContext(what() + ": " + chain_progress);
+  } else if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
     s = DeadlineExceededError(
         what() + ": no answer from the NAA before the deadline" +
         (written ? "" : " (the inputs were not acknowledged either)") +
@@ -368,14 +412,8 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
       bytes / runs < options.zero_copy_min_run_bytes) {
     return pack();
   }
-  // The chain must fit the send queue with the call's other writes (the
-  // budget keeps depth / 2 free for a sequence).
-  const uint64_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
-  const uint64_t requests = (runs + max_sge - 1) / max_sge;
-  const uint32_t depth = conn->send_queue_depth();
-  if (depth != 0 && writes.max_sequence + writes.staged_requests + requests > depth / 2) {
-    return pack();
-  }
+  // Any number of runs: a chain the send queue cannot take at once is
+  // posted in batches (BeginCall).
   // Every array lies in one registered range (its lkey on this connection).
   std::array<uint32_t, kMaxLayoutArrays> lkeys{};
   for (size_t a = 0; a < bases.size(); ++a) {
@@ -389,9 +427,104 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
                                   static_cast<uint32_t>(length * elem), lkeys[array]});
   });
   writes.staged.push_back({index, begin, writes.gather_sges.size()});
-  writes.staged_requests += static_cast<uint32_t>(requests);
   registry->CountZeroCopy(bytes);
   return true;
+}
+
+// Batches of plain RDMA WRITEs of at most chain.limit requests (half the
+// send queue), each closed by a signaled request, at most two in flight and
+// within the send queue's free slots; then, once every batch completed, the
+// rest ending with the WRITE_WITH_IMM (signaled, like any chain). RC
+// ordering: the NAA sees every byte before the immediate.
+Status ClientSession::Impl::PostChain() {
+  auto& ch = call.chain;
+  const std::vector<WriteSlice>& slices = writes.slices;
+  const uint32_t depth = conn->send_queue_depth();
+  while (ch.active) {
+    const size_t left = slices.size() - ch.next;
+    if (left <= ch.limit) {
+      if (ch.in_flight != 0) return Status::Ok();
+      auto posted = ep.PostWrites(std::span(slices).subspan(ch.next), ch.imm, true);
+      NAARPC_RETURN_IF_ERROR(posted.status());
+      call.write_id = posted->wr_id;
+      call.written = false;
+      ch.next = slices.size();
+      ++ch.batches;
+      ch.active = false;
+      DropStaged();
+      return Status::Ok();
+    }
+    if (ch.in_flight == ch.ids.size() || ch.unfreed >= depth) return Status::Ok();
+    const size_t n = std::min<size_t>(ch.limit, depth - ch.unfreed);
+    const uint64_t id = MakeWrId(WrKind::kChain, ++ch.batches);
+    writes.batch.clear();
+    for (size_t i = ch.next; i < ch.next + n; ++i) {
+      SendRequest wr;
+      wr.opcode = WorkOpcode::kRdmaWrite;
+      wr.local = slices[i].local;
+      wr.sg_list = slices[i].sg_list;
+      wr.remote_addr = slices[i].remote_addr;
+      wr.rkey = slices[i].rkey;
+      wr.signaled = i + 1 == ch.next + n;
+      wr.wr_id = wr.signaled ? id : 0;
+      writes.batch.push_back(wr);
+    }
+    NAARPC_RETURN_IF_ERROR(conn->PostSend(writes.batch));
+    ep.send_budget().OnPosted(static_cast<uint32_t>(n), true, id);
+    ch.ids[ch.in_flight] = id;
+    ch.ends[ch.in_flight] = ch.next + n;
+    ++ch.in_flight;
+    ch.next += n;
+    ch.unfreed += static_cast<uint32_t>(n);
+  }
+  return Status::Ok();
+}
+
+// The oldest batch in flight completed: it and everything posted before it
+// are free; post what fits now.
+Status ClientSession::Impl::OnChainBatch(uint64_t wr_id) {
+  ep.OnSendCompleted(wr_id);
+  auto& ch = call.chain;
+  ch.acked = ch.ends[0];
+  ch.unfreed = ch.in_flight == 2 ? static_cast<uint32_t>(ch.ends[1] - ch.ends[0]) : 0;
+  ch.ids[0] = ch.ids[1];
+  ch.ends[0] = ch.ends[1];
+  --ch.in_flight;
+  Status s = PostChain();
+  return s.ok() ? s : s.WithContext("posting the next batch of input writes");
+}
+
+std::string ClientSession::Impl::ChainProgress() const {
+  const auto& ch = call.chain;
+  const std::vector<WriteSlice>& slices = writes.slices;
+  auto bytes = [&](size_t from, size_t to) {
+    uint64_t n = 0;
+    for (size_t i = from; i < to; ++i) {
+      if (slices[i].sg_list.empty()) n += slices[i].local.length;
+      for (const LocalBuffer& b : slices[i].sg_list) n += b.length;
+    }
+    return n;
+  };
+  // The zero-copy input the first write not acknowledged belongs to (or the
+  // next one).
+  const StagedInput* at = nullptr;
+  for (const StagedInput& g : writes.staged) {
+    if (ch.acked < g.end_slice) {
+      at = &g;
+      break;
+    }
+  }
+  std::string s = "the inputs' " + std::to_string(slices.size()) +
+                  " write requests went in batches of at most " + std::to_string(ch.limit) +
+                  ": " + std::to_string(ch.next) + " posted in " + std::to_string(ch.batches) +
+                  " batch(es), " + std::to_string(ch.acked) + " acknowledged";
+  if (at != nullptr) {
+    const size_t done = std::clamp(ch.acked, at->first_slice, at->end_slice);
+    s += "; parameter " + Quote(regions.params[at->param].spec.name) + " (zero-copy): " +
+         std::to_string(bytes(at->first_slice, done)) + " of " +
+         std::to_string(bytes(at->first_slice, at->end_slice)) + " bytes acknowledged";
+  }
+  return s + "; the request immediate was not sent: the NAA ran nothing";
 }
 
 }  // namespace naarpc

@@ -128,26 +128,25 @@ class ClientSession::Impl {
   };
   Windows windows;
 
-  // The write sequence of the next call: its slices (scratch, reused per
-  // call) and the zero-copy inputs staged for it (StageGatherInput,
-  // docs/protocol.md 16.2): gather entries in caller memory, per parameter a
-  // range of them, and the work requests they take.
+  // The write sequence of a call: its slices (scratch, reused per call) and
+  // the zero-copy inputs staged for it (StageGatherInput, docs/protocol.md
+  // 16.2): gather entries in caller memory, per parameter a range of them.
   struct StagedInput {
     size_t param = 0;
-    size_t begin = 0, end = 0;  // in gather_sges
+    size_t begin = 0, end = 0;              // in gather_sges
+    size_t first_slice = 0, end_slice = 0;  // in slices, set by BeginCall
   };
   struct Writes {
     std::vector<internal::WriteSlice> slices;
     std::vector<LocalBuffer> gather_sges;
     std::vector<StagedInput> staged;
-    uint32_t staged_requests = 0;
-    uint32_t max_sequence = 0;  // the send budget's, set at Open
+    std::vector<SendRequest> batch;  // scratch: one batch of a long chain
   };
   Writes writes;
+  // Staged inputs stay until their call's last batch is posted.
   void DropStaged() {
     writes.staged.clear();
     writes.gather_sges.clear();
-    writes.staged_requests = 0;
   }
   bool StageGather(size_t index, const Layout& layout, size_t elem,
                    std::span<const std::byte* const> bases);
@@ -156,6 +155,7 @@ class ClientSession::Impl {
   // late write cannot land in the user's buffers.
   Status Fail(Status s) {
     call.active = false;
+    call.chain.active = false;
     sm.Fail();
     ReleaseRemoteAccess();
     return s;
@@ -185,6 +185,12 @@ class ClientSession::Impl {
   Status OpenWindows();
   Status CloseWindows(std::optional<Deadline> wait);
   Status OnCallCompletion(const Completion& c, bool& done);
+  // A write sequence longer than the send queue takes at once: posts what
+  // fits of it (call.chain); OnChainBatch takes a batch's completion.
+  Status PostChain();
+  Status OnChainBatch(uint64_t wr_id);
+  // Where a batched sequence stands, for an error that ends it.
+  std::string ChainProgress() const;
   Status EndCall(Status polled);
   std::optional<Status> ContinueCall();
   std::optional<Status> WaitCall(Deadline until);
@@ -198,6 +204,24 @@ class ClientSession::Impl {
     uint64_t write_id = 0;
     bool written = false, answered = false;
     uint32_t status_imm = 0;
+    // A write sequence posted in batches of at most `limit` requests
+    // (docs/protocol.md 16.2): slices [0, next) are posted, [0, acked)
+    // acknowledged; the batches in flight (at most two) end with the
+    // signaled requests ids[0..in_flight), after slices ends[...]; `unfreed`
+    // send-queue slots are not known free. Active until the last batch, the
+    // one with the WRITE_WITH_IMM, is posted.
+    struct Chain {
+      bool active = false;
+      uint32_t imm = 0;
+      uint32_t limit = 0;
+      uint32_t unfreed = 0;
+      uint32_t batches = 0;  // posted
+      size_t next = 0, acked = 0;
+      uint32_t in_flight = 0;
+      std::array<uint64_t, 2> ids{};
+      std::array<size_t, 2> ends{};
+    };
+    Chain chain{};
   };
   CallInFlight call;
   // Completion notification as ContinueCall leaves it, across calls (an
