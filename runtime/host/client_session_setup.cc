@@ -308,8 +308,8 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     return FailedPreconditionError(
         "MRSP: the NAA did not accept per-call memory windows (capability 0x01, "
         "docs/protocol.md 3.6): it predates them, is not a naarpc NAA, or turned them off "
-        "(ServerOptions::memory_windows); open the session without "
-        "ClientOptions::memory_windows to give it connection-long keys");
+        "(ServerOptions::memory_windows); set ClientOptions::memory_windows to false (it "
+        "overrides the IDL's memory_windows: required) to give it connection-long keys");
   }
   size_t expected = 0;
   for (const WireRegion& w : regions.wire) expected += !w.internal;
