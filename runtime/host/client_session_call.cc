@@ -166,9 +166,9 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // A gather chain may pass the budget's sequence: signaled, so the send
   // queue is known free again when the call ends; if the send queue cannot
   // take it at once, in batches as completions free slots (PostChain).
-  const uint32_t depth = conn->send_queue_depth();
+  const uint32_t depth = gathered ? conn->send_queue_depth() : 0;
   const uint32_t unfreed = ep.send_budget().unfreed();
-  if (gathered && depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
+  if (depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
     call.chain = {.active = true,
                   .imm = imm,
                   .limit = std::max<uint32_t>(depth / 2, 1),
