@@ -110,10 +110,12 @@ class ClientSession {
   // `layout` (of `elem` bytes) at `bases` (one per array), by gather lists,
   // instead of from buffer(index). true: staged; false: not possible here
   // (no ClientOptions::user_memory, memory not registered there, runs below
-  // zero_copy_min_run_bytes, more work requests than the send queue holds,
-  // a parameter split into several wire regions): the caller packs into
-  // buffer(index). Either way the registry counts it. The next StartCall /
-  // Call consumes what was staged (DropStagedInputs forgets it).
+  // zero_copy_min_run_bytes, a parameter split into several wire regions):
+  // the caller packs into buffer(index). Either way the registry counts it.
+  // Any number of runs: a chain of writes longer than the send queue takes
+  // at once is posted in batches as completions free its slots. The next
+  // StartCall / Call consumes what was staged (DropStagedInputs forgets it,
+  // unless a call is in flight).
   // REQUIRES: the layout is valid and fills the parameter exactly; the
   // memory stays registered and unchanged until the call has finished.
   bool StageGatherInput(size_t index, const Layout& layout, size_t elem,

@@ -27,6 +27,7 @@ enum class WrKind : uint8_t {
   kDataWrite = 3,  // final write (WRITE_WITH_IMM) of a call / reply
   kDataRecv = 4,   // receive consumed by the peer's WRITE_WITH_IMM
   kWindow = 5,     // the last LOCAL_INV closing a call's memory windows
+  kChain = 6,      // the last RDMA WRITE of a batch of a long write sequence
 };
 inline uint64_t MakeWrId(WrKind kind, uint64_t seq) {
   return uint64_t(kind) << 56 | (seq & ((uint64_t{1} << 56) - 1));

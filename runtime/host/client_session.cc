@@ -36,7 +36,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
                                     " is larger than one window binds here (4 GiB - 1)");
       }
     }
-    impl->use_windows = true;
+    impl->windows.enabled = true;
   }
   NAARPC_RETURN_IF_ERROR(impl->BuildLayout(std::move(regions)));
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kReady));
@@ -56,7 +56,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   impl->conn = std::move(conn).value();
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
   Status s;
-  if (impl->use_windows && !impl->conn->supports_memory_windows()) {
+  if (impl->windows.enabled && !impl->conn->supports_memory_windows()) {
     s = FailedPreconditionError(
         "ClientOptions::memory_windows: the transport's device has no type-2 memory windows");
   }
@@ -65,11 +65,12 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   if (s.ok()) {
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;
-    for (const auto& w : impl->wire) max_requests += !w.internal;
+    for (const auto& w : impl->regions.wire) max_requests += !w.internal;
     // Per-call windows: a bind per return parameter before the writes.
-    if (impl->use_windows) max_requests += static_cast<uint32_t>(impl->metadata_params.size());
+    if (impl->windows.enabled) {
+      max_requests += static_cast<uint32_t>(impl->regions.metadata_params.size());
+    }
     impl->ep.StartSendBudget(max_requests);
-    impl->max_sequence = max_requests;
   }
   if (!s.ok()) {
     impl->sm.Fail();
@@ -80,21 +81,25 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
 }
 
 std::span<std::byte> ClientSession::buffer(size_t index) {
-  if (index >= impl_->params.size()) return {};
-  auto& p = impl_->params[index];
+  if (index >= impl_->regions.params.size()) return {};
+  auto& p = impl_->regions.params[index];
   if (p.data == nullptr) return {};
   return {p.data, p.spec.size};
 }
 
-size_t ClientSession::region_count() const { return impl_->params.size(); }
+size_t ClientSession::region_count() const { return impl_->regions.params.size(); }
 
 bool ClientSession::StageGatherInput(size_t index, const Layout& layout, size_t elem,
                                      std::span<const std::byte* const> bases) {
   return impl_->StageGather(index, layout, elem, bases);
 }
 
-void ClientSession::DropStagedInputs() { impl_->DropStaged(); }
-const RegionSpec& ClientSession::spec(size_t index) const { return impl_->params.at(index).spec; }
+void ClientSession::DropStagedInputs() {
+  if (!impl_->call.active) impl_->DropStaged();  // a chain in flight still reads them
+}
+const RegionSpec& ClientSession::spec(size_t index) const {
+  return impl_->regions.params.at(index).spec;
+}
 
 Status ClientSession::Call(uint8_t function_code, Deadline deadline, const CallOptions& options) {
   return impl_->DoCall(function_code, deadline, options);
@@ -132,8 +137,8 @@ bool ClientSession::PeerGone() {
   Result<bool> r = impl_->conn->WaitNotify(Deadline::Now());
   if (r.ok()) {
     // It consumed a raised event (the CQ is unarmed), or none is raised.
-    if (*r) impl_->notify_armed = false;
-    impl_->notify_maybe_raised = false;
+    if (*r) impl_->notify.armed = false;
+    impl_->notify.maybe_raised = false;
   }
   if (r.ok() || r.status().code() != StatusCode::kDisconnected) return false;
   impl_->Fail(r.status()).IgnoreError();
@@ -150,10 +155,10 @@ Status ClientSession::Close() {
     impl_->sm.Transition(CommState::kDisconnected).IgnoreError();
   }
   // Deregister before the memory goes away, then drop the connection.
-  impl_->windows_open = false;
-  for (auto& p : impl_->params) p.window.reset();  // before its region
-  for (auto& p : impl_->params) p.mr.reset();
-  impl_->metadata_mr.reset();
+  impl_->windows.open = false;
+  for (auto& p : impl_->regions.params) p.window.reset();  // before its region
+  for (auto& p : impl_->regions.params) p.mr.reset();
+  impl_->regions.metadata_mr.reset();
   impl_->DropStaged();
   if (impl_->options.user_memory) impl_->options.user_memory->ForgetConnection(impl_->conn.get());
   impl_->ep.ReleaseRegistrations();

@@ -3,6 +3,7 @@
 namespace naarpc {
 
 using internal::Hex;
+using internal::MakeWrId;
 using internal::IsCallInput;
 using internal::IsReturn;
 using internal::Quote;
@@ -15,6 +16,16 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
   NAARPC_RETURN_IF_ERROR(BeginCall(fncode, deadline, call_options));
   ForgetNotify();  // a blocking call: PollCompletions arms and consumes on its own
   if (streams.empty()) return FinishCall();
+  if (call.chain.active) {
+    // The streams start once the request is out: the batches first.
+    Status posted = internal::PollUntil(
+        *conn, deadline, "waiting for the NAA", [this](const Completion& c, bool& done) {
+          NAARPC_RETURN_IF_ERROR(OnCallCompletion(c, done));
+          done = !call.chain.active;
+          return Status::Ok();
+        });
+    if (!posted.ok()) return EndCall(std::move(posted));
+  }
   Status s = RunStreams(*call_options.streams, call.write_id, deadline, call.status_imm);
   if (!s.ok() && s.code() != StatusCode::kProtocolError &&
       s.code() != StatusCode::kDeadlineExceeded) {
@@ -30,10 +41,13 @@ Status ClientSession::Impl::DoCall(uint8_t fncode, Deadline deadline,
 Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                       const CallOptions& call_options) {
   if (call.active) return FailedPreconditionError("a call is already in flight on this session");
-  // What StageGatherInput staged is for this call only, posted or not.
+  // What StageGatherInput staged is for this call only, posted or not (a
+  // batched chain keeps it until its last batch is posted).
   struct DropStagedOnExit {
     Impl* impl;
-    ~DropStagedOnExit() { impl->DropStaged(); }
+    ~DropStagedOnExit() {
+      if (!impl->call.chain.active) impl->DropStaged();
+    }
   } drop_staged{this};
   if (sm.failed()) {
     return FailedPreconditionError("session is in ERROR after an earlier failure; reopen it");
@@ -59,40 +73,41 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                           " stream(s): CallOptions::streams must be set");
   }
   const auto& lengths = call_options.send_lengths;
-  if (!lengths.empty() && lengths.size() != params.size()) {
+  if (!lengths.empty() && lengths.size() != regions.params.size()) {
     return InvalidArgumentError("send_lengths has " + std::to_string(lengths.size()) +
-                                " entries, expected " + std::to_string(params.size()));
+                                " entries, expected " + std::to_string(regions.params.size()));
   }
   for (size_t i = 0; i < lengths.size(); ++i) {
-    if (IsCallInput(params[i].spec) && lengths[i] > params[i].spec.size) {
-      return InvalidArgumentError("parameter " + Quote(params[i].spec.name) + ": send length " +
-                                  std::to_string(lengths[i]) + " exceeds its size " +
-                                  std::to_string(params[i].spec.size));
+    if (IsCallInput(regions.params[i].spec) && lengths[i] > regions.params[i].spec.size) {
+      return InvalidArgumentError("parameter " + Quote(regions.params[i].spec.name) +
+                                  ": send length " + std::to_string(lengths[i]) +
+                                  " exceeds its size " +
+                                  std::to_string(regions.params[i].spec.size));
     }
   }
 
   // Inputs in region order: [metadata], then input slices (prefixes).
-  slices.clear();
+  writes.slices.clear();
   bool gathered = false;
   const WireRegion* first_return = nullptr;
   const WireRegion* first_advertised = nullptr;
-  for (const WireRegion& w : wire) {
+  for (const WireRegion& w : regions.wire) {
     if (w.internal) continue;
     if (w.param == WireRegion::kMetadata) {
-      if (options.metadata_every_call || calls_completed == 0 || use_windows) {
-        slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
+      if (options.metadata_every_call || calls_completed == 0 || windows.enabled) {
+        writes.slices.push_back({{w.local_addr, w.size, w.lkey}, w.peer_addr, w.peer_rkey});
       }
       continue;
     }
-    const Param& p = params[w.param];
+    const Param& p = regions.params[w.param];
     if (first_advertised == nullptr) first_advertised = &w;
     if (IsReturn(p.spec) && first_return == nullptr) first_return = &w;
     if (!IsCallInput(p.spec)) continue;
     if (p.spec.single_send && calls_completed > 0) continue;
     const uint64_t want = lengths.empty() ? p.spec.size : lengths[w.param];
-    if (auto g = std::find_if(staged.begin(), staged.end(),
+    if (auto g = std::find_if(writes.staged.begin(), writes.staged.end(),
                               [&](const StagedInput& x) { return x.param == w.param; });
-        g != staged.end()) {
+        g != writes.staged.end()) {
       // Zero-copy: chained writes whose gather lists name the caller's runs,
       // at consecutive addresses of the parameter's (one) NAA region.
       if (want != p.spec.size) {
@@ -101,26 +116,28 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
                                     "send length " + std::to_string(want));
       }
       const size_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
+      g->first_slice = writes.slices.size();
       uint64_t remote = w.peer_addr;
       for (size_t i = g->begin; i < g->end; i += max_sge) {
         WriteSlice slice{{}, remote, w.peer_rkey};
-        slice.sg_list = std::span<const LocalBuffer>(gather_sges.data() + i,
-                                                      std::min(max_sge, g->end - i));
+        slice.sg_list = std::span<const LocalBuffer>(writes.gather_sges.data() + i,
+                                                     std::min(max_sge, g->end - i));
         for (const LocalBuffer& b : slice.sg_list) remote += b.length;
-        slices.push_back(slice);
+        writes.slices.push_back(slice);
       }
+      g->end_slice = writes.slices.size();
       gathered = true;
       continue;
     }
     if (want <= w.offset) continue;
     const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(w.size, want - w.offset));
-    slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
+    writes.slices.push_back({{w.local_addr, len, w.lkey}, w.peer_addr, w.peer_rkey});
   }
-  if (slices.empty()) {
+  if (writes.slices.empty()) {
     // Nothing to send (all inputs empty or single-send, or streams only): a
     // zero-length WRITE_WITH_IMM still carries the function code.
     const WireRegion& w = first_return != nullptr ? *first_return : *first_advertised;
-    slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
+    writes.slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
@@ -131,14 +148,14 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   Status s;
   // Streams: the NAA may write output chunks as soon as the request lands,
   // so their receives go up first (docs/protocol.md 15.3).
-  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(output_windows);
+  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(regions.output_windows);
   while (ep.posted_data_recvs() < before) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
   }
   // The windows open (bind work requests, then the keys in the metadata)
   // before the writes that carry the request.
-  if (use_windows) {
+  if (windows.enabled) {
     s = OpenWindows();
     if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
   }
@@ -147,11 +164,25 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
   // signaled only when the send queue needs its slots back; a signaled one
   // is waited for within this call (so none is pending between calls).
   // A gather chain may pass the budget's sequence: signaled, so the send
-  // queue is known free again when the call ends.
-  auto posted = ep.PostWrites(slices, imm, gathered);
-  if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
-  call.write_id = posted->wr_id;
-  call.written = !posted->signaled;
+  // queue is known free again when the call ends; if the send queue cannot
+  // take it at once, in batches as completions free slots (PostChain).
+  const uint32_t depth = gathered ? conn->send_queue_depth() : 0;
+  const uint32_t unfreed = ep.send_budget().unfreed();
+  if (depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
+    call.chain = {.active = true,
+                  .imm = imm,
+                  .limit = std::max<uint32_t>(depth / 2, 1),
+                  .unfreed = unfreed};
+    s = PostChain();
+    if (!s.ok()) {
+      return Fail(s.WithContext("posting the input writes: " + ChainProgress()));
+    }
+  } else {
+    auto posted = ep.PostWrites(writes.slices, imm, gathered);
+    if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
+    call.write_id = posted->wr_id;
+    call.written = !posted->signaled;
+  }
   while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
     s = PostDataRecv();
     if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
@@ -179,6 +210,8 @@ Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
     if (call.answered) return ProtocolError("the NAA wrote again after its status");
     call.answered = true;
     call.status_imm = c.imm_data;
+  } else if (call.chain.in_flight != 0 && c.wr_id == call.chain.ids[0]) {
+    NAARPC_RETURN_IF_ERROR(OnChainBatch(c.wr_id));
   } else {
     return ProtocolError("unexpected completion wr_id " + std::to_string(c.wr_id));
   }
@@ -212,8 +245,8 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
     for (;;) {
       Result<bool> event = conn->WaitNotify(Deadline::Now());
       if (event.ok()) {
-        notify_maybe_raised = false;
-        if (*event) notify_armed = false;  // consumed: the CQ is unarmed
+        notify.maybe_raised = false;
+        if (*event) notify.armed = false;  // consumed: the CQ is unarmed
         return *event;
       }
       // Down: what is left completes as flushed work, or nothing is left.
@@ -227,22 +260,22 @@ std::optional<Status> ClientSession::Impl::ContinueCall() {
   };
   std::optional<Status> end;
   for (;;) {
-    if (notify_armed && notify_maybe_raised) {
+    if (notify.armed && notify.maybe_raised) {
       // The event of an earlier arming is probably raised (the last call
       // ended on a completion taken without waiting): consume it first, so
       // the descriptor waits for what comes next.
       wait_now(end);
       if (end) return end;
     }
-    if (!notify_armed) {
+    if (!notify.armed) {
       Status s = conn->RequestNotify(NotifyMode::kNextCompletion);
       if (!s.ok()) return EndCall(s.WithContext("arming the completion notification"));
-      notify_armed = true;
-      notify_maybe_raised = false;
+      notify.armed = true;
+      notify.maybe_raised = false;
     }
     Result<size_t> n = conn->TryPollCompletions(batch);
     if (!n.ok()) return EndCall(n.status().WithContext("waiting for the NAA"));
-    if (*n > 0) notify_maybe_raised = true;
+    if (*n > 0) notify.maybe_raised = true;
     if ((end = take(*n))) return end;
     if (*n == batch.size()) continue;  // more may be queued
     if (call.deadline.expired()) {
@@ -291,9 +324,16 @@ Status ClientSession::Impl::FinishCall() {
 }
 
 Status ClientSession::Impl::EndCall(Status s) {
+  // An error before the last batch of a chain was posted: say how far the
+  // inputs got (the request immediate was not sent).
+  std::string chain_progress;
+  if (call.chain.active) {
+    if (!s.ok()) chain_progress = ChainProgress();
+    call.chain.active = false;
+  }
   // The NAA's access ends before the caller sees results or regains its
   // buffers, whatever ended the call.
-  if (windows_open) {
+  if (windows.open) {
     // Success: invalidated and waited for (a local operation, bounded by
     // its own deadline, not the call's). Otherwise the invalidates are
     // posted (they take effect in send-queue order, at once) and the
@@ -310,7 +350,12 @@ Status ClientSession::Impl::EndCall(Status s) {
   const uint32_t status_imm = call.status_imm;
   // Names the call in errors; built only when one occurs.
   auto what = [fncode] { return "call of function " + std::to_string(fncode); };
-  if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
+  if (!chain_progress.empty()) {
+    s = s.code() == StatusCode::kDeadlineExceeded
+            ? DeadlineExceededError(what() + ": the deadline passed while the inputs were "
+                                             "written: " + chain_progress)
+            : s.WithContext(what() + ": " + chain_progress);
+  } else if (!s.ok() && s.code() == StatusCode::kDeadlineExceeded && streams.empty()) {
     s = DeadlineExceededError(
         what() + ": no answer from the NAA before the deadline" +
         (written ? "" : " (the inputs were not acknowledged either)") +
@@ -347,11 +392,13 @@ Status ClientSession::Impl::EndCall(Status s) {
 
 bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t elem,
                                       std::span<const std::byte* const> bases) {
-  auto it = std::find_if(staged.begin(), staged.end(),
+  auto it = std::find_if(writes.staged.begin(), writes.staged.end(),
                          [&](const StagedInput& x) { return x.param == index; });
-  if (it != staged.end()) return true;  // already staged for this call
-  if (index >= params.size() || !IsCallInput(params[index].spec) || elem == 0) return false;
-  const RegionSpec& spec = params[index].spec;
+  if (it != writes.staged.end()) return true;  // already staged for this call
+  if (index >= regions.params.size() || !IsCallInput(regions.params[index].spec) || elem == 0) {
+    return false;
+  }
+  const RegionSpec& spec = regions.params[index].spec;
   UserMemoryRegistry* registry = options.user_memory.get();
   if (registry == nullptr) return false;
   const uint64_t bytes = LayoutElements(layout) * elem;
@@ -365,12 +412,8 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
       bytes / runs < options.zero_copy_min_run_bytes) {
     return pack();
   }
-  // The chain must fit the send queue with the call's other writes (the
-  // budget keeps depth / 2 free for a sequence).
-  const uint64_t max_sge = std::max<uint32_t>(conn->max_send_sge(), 1);
-  const uint64_t requests = (runs + max_sge - 1) / max_sge;
-  const uint32_t depth = conn->send_queue_depth();
-  if (depth != 0 && max_sequence + staged_requests + requests > depth / 2) return pack();
+  // Any number of runs: a chain the send queue cannot take at once is
+  // posted in batches (BeginCall).
   // Every array lies in one registered range (its lkey on this connection).
   std::array<uint32_t, kMaxLayoutArrays> lkeys{};
   for (size_t a = 0; a < bases.size(); ++a) {
@@ -378,15 +421,110 @@ bool ClientSession::Impl::StageGather(size_t index, const Layout& layout, size_t
     Result<bool> found = registry->LocalKey(*conn, addr, LayoutExtent(layout, a) * elem, &lkeys[a]);
     if (!found.ok() || !*found) return pack();
   }
-  const size_t begin = gather_sges.size();
+  const size_t begin = writes.gather_sges.size();
   ForEachRun(layout, [&](size_t array, uint64_t offset, uint64_t length) {
-    gather_sges.push_back({reinterpret_cast<uintptr_t>(bases[array]) + offset * elem,
-                           static_cast<uint32_t>(length * elem), lkeys[array]});
+    writes.gather_sges.push_back({reinterpret_cast<uintptr_t>(bases[array]) + offset * elem,
+                                  static_cast<uint32_t>(length * elem), lkeys[array]});
   });
-  staged.push_back({index, begin, gather_sges.size()});
-  staged_requests += static_cast<uint32_t>(requests);
+  writes.staged.push_back({index, begin, writes.gather_sges.size()});
   registry->CountZeroCopy(bytes);
   return true;
+}
+
+// Batches of plain RDMA WRITEs of at most chain.limit requests (half the
+// send queue), each closed by a signaled request, at most two in flight and
+// within the send queue's free slots; then, once every batch completed, the
+// rest ending with the WRITE_WITH_IMM (signaled, like any chain). RC
+// ordering: the NAA sees every byte before the immediate.
+Status ClientSession::Impl::PostChain() {
+  auto& ch = call.chain;
+  const std::vector<WriteSlice>& slices = writes.slices;
+  const uint32_t depth = conn->send_queue_depth();
+  while (ch.active) {
+    const size_t left = slices.size() - ch.next;
+    if (left <= ch.limit) {
+      if (ch.in_flight != 0) return Status::Ok();
+      auto posted = ep.PostWrites(std::span(slices).subspan(ch.next), ch.imm, true);
+      NAARPC_RETURN_IF_ERROR(posted.status());
+      call.write_id = posted->wr_id;
+      call.written = false;
+      ch.next = slices.size();
+      ++ch.batches;
+      ch.active = false;
+      DropStaged();
+      return Status::Ok();
+    }
+    if (ch.in_flight == ch.ids.size() || ch.unfreed >= depth) return Status::Ok();
+    const size_t n = std::min<size_t>(ch.limit, depth - ch.unfreed);
+    const uint64_t id = MakeWrId(WrKind::kChain, ++ch.batches);
+    writes.batch.clear();
+    for (size_t i = ch.next; i < ch.next + n; ++i) {
+      SendRequest wr;
+      wr.opcode = WorkOpcode::kRdmaWrite;
+      wr.local = slices[i].local;
+      wr.sg_list = slices[i].sg_list;
+      wr.remote_addr = slices[i].remote_addr;
+      wr.rkey = slices[i].rkey;
+      wr.signaled = i + 1 == ch.next + n;
+      wr.wr_id = wr.signaled ? id : 0;
+      writes.batch.push_back(wr);
+    }
+    NAARPC_RETURN_IF_ERROR(conn->PostSend(writes.batch));
+    ep.send_budget().OnPosted(static_cast<uint32_t>(n), true, id);
+    ch.ids[ch.in_flight] = id;
+    ch.ends[ch.in_flight] = ch.next + n;
+    ++ch.in_flight;
+    ch.next += n;
+    ch.unfreed += static_cast<uint32_t>(n);
+  }
+  return Status::Ok();
+}
+
+// The oldest batch in flight completed: it and everything posted before it
+// are free; post what fits now.
+Status ClientSession::Impl::OnChainBatch(uint64_t wr_id) {
+  ep.OnSendCompleted(wr_id);
+  auto& ch = call.chain;
+  ch.acked = ch.ends[0];
+  ch.unfreed = ch.in_flight == 2 ? static_cast<uint32_t>(ch.ends[1] - ch.ends[0]) : 0;
+  ch.ids[0] = ch.ids[1];
+  ch.ends[0] = ch.ends[1];
+  --ch.in_flight;
+  Status s = PostChain();
+  return s.ok() ? s : s.WithContext("posting the next batch of input writes");
+}
+
+std::string ClientSession::Impl::ChainProgress() const {
+  const auto& ch = call.chain;
+  const std::vector<WriteSlice>& slices = writes.slices;
+  auto bytes = [&](size_t from, size_t to) {
+    uint64_t n = 0;
+    for (size_t i = from; i < to; ++i) {
+      if (slices[i].sg_list.empty()) n += slices[i].local.length;
+      for (const LocalBuffer& b : slices[i].sg_list) n += b.length;
+    }
+    return n;
+  };
+  // The zero-copy input the first write not acknowledged belongs to (or the
+  // next one).
+  const StagedInput* at = nullptr;
+  for (const StagedInput& g : writes.staged) {
+    if (ch.acked < g.end_slice) {
+      at = &g;
+      break;
+    }
+  }
+  std::string s = "the inputs' " + std::to_string(slices.size()) +
+                  " write requests went in batches of at most " + std::to_string(ch.limit) +
+                  ": " + std::to_string(ch.next) + " posted in " + std::to_string(ch.batches) +
+                  " batch(es), " + std::to_string(ch.acked) + " acknowledged";
+  if (at != nullptr) {
+    const size_t done = std::clamp(ch.acked, at->first_slice, at->end_slice);
+    s += "; parameter " + Quote(regions.params[at->param].spec.name) + " (zero-copy): " +
+         std::to_string(bytes(at->first_slice, done)) + " of " +
+         std::to_string(bytes(at->first_slice, at->end_slice)) + " bytes acknowledged";
+  }
+  return s + "; the request immediate was not sent: the NAA ran nothing";
 }
 
 }  // namespace naarpc

@@ -96,43 +96,57 @@ class ClientSession::Impl {
     std::unique_ptr<MemoryWindow> window;
   };
 
+  // The connection: its state, options, queue pair and engine (MRSP
+  // messages, receives for the NAA's writes, the send budget: what the NAA's
+  // side does alike, runtime/engine/endpoint.h).
   StateMachine sm{Role::kHost};
   ClientOptions options;
   std::unique_ptr<Connection> conn;
-  std::vector<Param> params;
-  std::vector<WireRegion> wire;      // MRSP order: [metadata], params, internal
-  internal::Buffer metadata;         // spec dialect
-  std::unique_ptr<MemoryRegion> metadata_mr;
-  // MRSP messages, receives for the NAA's writes, the send budget: what the
-  // NAA's side does alike (runtime/engine/endpoint.h).
   internal::Endpoint ep;
-  std::vector<internal::WriteSlice> slices;  // scratch, reused per call
+
+  // The registered regions: parameters, their wire regions, the metadata.
+  struct Regions {
+    std::vector<Param> params;
+    std::vector<WireRegion> wire;  // MRSP order: [metadata], params, internal
+    internal::Buffer metadata;     // spec dialect
+    std::unique_ptr<MemoryRegion> metadata_mr;
+    std::vector<size_t> metadata_params;  // the parameter of each metadata entry
+    uint32_t output_windows = 0;  // receives kept up for output stream chunks
+  };
+  Regions regions;
+  // The streams in stream order (docs/protocol.md 15); the calls completed.
+  std::vector<Stream> streams;
   uint64_t calls_completed = 0;
-  std::vector<Stream> streams;       // in stream order
-  uint32_t output_windows = 0;       // receives kept up for output chunks
+
   // Per-call memory windows (ClientOptions::memory_windows, docs/protocol.md
-  // 4.5): the parameter of each metadata entry; whether the windows are
-  // bound now (between BeginCall and EndCall); scratch work requests.
-  bool use_windows = false;
-  std::vector<size_t> metadata_params;
-  bool windows_open = false;
-  uint64_t window_seq = 0;
-  std::vector<SendRequest> window_wrs;
-  // Zero-copy inputs staged for the next call (StageGatherInput,
-  // docs/protocol.md 16.2): gather entries in caller memory, per parameter
-  // a range of them, and the work requests they take.
+  // 4.5): whether used; whether bound now (between BeginCall and EndCall).
+  struct Windows {
+    bool enabled = false;
+    bool open = false;
+    uint64_t seq = 0;
+    std::vector<SendRequest> wrs;  // scratch
+  };
+  Windows windows;
+
+  // The write sequence of a call: its slices (scratch, reused per call) and
+  // the zero-copy inputs staged for it (StageGatherInput, docs/protocol.md
+  // 16.2): gather entries in caller memory, per parameter a range of them.
   struct StagedInput {
     size_t param = 0;
-    size_t begin = 0, end = 0;  // in gather_sges
+    size_t begin = 0, end = 0;              // in gather_sges
+    size_t first_slice = 0, end_slice = 0;  // in slices, set by BeginCall
   };
-  std::vector<LocalBuffer> gather_sges;
-  std::vector<StagedInput> staged;
-  uint32_t staged_requests = 0;
-  uint32_t max_sequence = 0;  // the send budget's, set at Open
+  struct Writes {
+    std::vector<internal::WriteSlice> slices;
+    std::vector<LocalBuffer> gather_sges;
+    std::vector<StagedInput> staged;
+    std::vector<SendRequest> batch;  // scratch: one batch of a long chain
+  };
+  Writes writes;
+  // Staged inputs stay until their call's last batch is posted.
   void DropStaged() {
-    staged.clear();
-    gather_sges.clear();
-    staged_requests = 0;
+    writes.staged.clear();
+    writes.gather_sges.clear();
   }
   bool StageGather(size_t index, const Layout& layout, size_t elem,
                    std::span<const std::byte* const> bases);
@@ -141,16 +155,17 @@ class ClientSession::Impl {
   // late write cannot land in the user's buffers.
   Status Fail(Status s) {
     call.active = false;
+    call.chain.active = false;
     sm.Fail();
     ReleaseRemoteAccess();
     return s;
   }
   void ReleaseRemoteAccess() {
     if (conn) conn->Disconnect().IgnoreError();
-    windows_open = false;
-    for (auto& p : params) p.window.reset();  // before its region
-    for (auto& p : params) p.mr.reset();
-    metadata_mr.reset();
+    windows.open = false;
+    for (auto& p : regions.params) p.window.reset();  // before its region
+    for (auto& p : regions.params) p.mr.reset();
+    regions.metadata_mr.reset();
     DropStaged();
     if (options.user_memory && conn) options.user_memory->ForgetConnection(conn.get());
   }
@@ -158,7 +173,7 @@ class ClientSession::Impl {
   // Posts one receive for a result (the NAA's WRITE_WITH_IMM).
   Status PostDataRecv() { return ep.PostDataRecv(); }
 
-  Status BuildLayout(std::vector<RegionSpec> regions);
+  Status BuildLayout(std::vector<RegionSpec> specs);
   Status Register();
   Status RunMrsp(Deadline call_deadline);
   Status DoCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
@@ -170,6 +185,12 @@ class ClientSession::Impl {
   Status OpenWindows();
   Status CloseWindows(std::optional<Deadline> wait);
   Status OnCallCompletion(const Completion& c, bool& done);
+  // A write sequence longer than the send queue takes at once: posts what
+  // fits of it (call.chain); OnChainBatch takes a batch's completion.
+  Status PostChain();
+  Status OnChainBatch(uint64_t wr_id);
+  // Where a batched sequence stands, for an error that ends it.
+  std::string ChainProgress() const;
   Status EndCall(Status polled);
   std::optional<Status> ContinueCall();
   std::optional<Status> WaitCall(Deadline until);
@@ -183,18 +204,39 @@ class ClientSession::Impl {
     uint64_t write_id = 0;
     bool written = false, answered = false;
     uint32_t status_imm = 0;
+    // A write sequence posted in batches of at most `limit` requests
+    // (docs/protocol.md 16.2): slices [0, next) are posted, [0, acked)
+    // acknowledged; the batches in flight (at most two) end with the
+    // signaled requests ids[0..in_flight), after slices ends[...]; `unfreed`
+    // send-queue slots are not known free. Active until the last batch, the
+    // one with the WRITE_WITH_IMM, is posted.
+    struct Chain {
+      bool active = false;
+      uint32_t imm = 0;
+      uint32_t limit = 0;
+      uint32_t unfreed = 0;
+      uint32_t batches = 0;  // posted
+      size_t next = 0, acked = 0;
+      uint32_t in_flight = 0;
+      std::array<uint64_t, 2> ids{};
+      std::array<size_t, 2> ends{};
+    };
+    Chain chain{};
   };
   CallInFlight call;
   // Completion notification as ContinueCall leaves it, across calls (an
-  // event loop drives a pooled session call after call): armed by
-  // RequestNotify and not consumed by WaitNotify since; and whether
-  // completions were taken since the arming (its event is then probably
-  // raised, so it is consumed before the session next sleeps). Only
-  // StartCall / ContinueCall keep it: anything else that may arm or consume
-  // (blocking calls, PeerGone) clears it, and arming again is harmless.
-  bool notify_armed = false;
-  bool notify_maybe_raised = false;
-  void ForgetNotify() { notify_armed = notify_maybe_raised = false; }
+  // event loop drives a pooled session call after call): `armed` by
+  // RequestNotify and not consumed by WaitNotify since; whether completions
+  // were taken since the arming (its event is then `maybe_raised`, so it is
+  // consumed before the session next sleeps). Only StartCall / ContinueCall
+  // keep it: anything else that may arm or consume (blocking calls,
+  // PeerGone) clears it, and arming again is harmless.
+  struct NotifyArming {
+    bool armed = false;
+    bool maybe_raised = false;
+  };
+  NotifyArming notify;
+  void ForgetNotify() { notify = {}; }
   // The streaming part of a call, from the request write to the status.
   Status RunStreams(StreamHandler& handler, uint64_t write_id, Deadline deadline,
                     uint32_t& status_imm);

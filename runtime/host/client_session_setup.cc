@@ -9,15 +9,15 @@ using internal::IsOutput;
 using internal::IsReturn;
 using internal::Quote;
 
-Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
+Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> specs) {
   const Dialect dialect = options.dialect;
   if (options.max_region_size == 0 || options.max_region_size > kMaxRegionSize) {
     return InvalidArgumentError("max_region_size must be 1.." + std::to_string(kMaxRegionSize));
   }
   size_t outputs = 0, inputs = 0, stream_count = 0;
-  uint32_t windows = 0;
-  for (size_t i = 0; i < regions.size(); ++i) {
-    RegionSpec& r = regions[i];
+  uint32_t stream_windows = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    RegionSpec& r = specs[i];
     const std::string where = "region " + std::to_string(i) + " " + Quote(r.name);
     if (r.stream.enabled()) {
       const StreamSpec& st = r.stream;
@@ -43,7 +43,7 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
                                             "NAA address");
       }
       r.size = ring;
-      windows += st.window;
+      stream_windows += st.window;
       if (++stream_count > kMaxStreams) {
         return InvalidArgumentError("more than " + std::to_string(kMaxStreams) + " streams");
       }
@@ -67,8 +67,9 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
     outputs += IsOutput(r.direction);
     inputs += IsInput(r.direction);
   }
-  if (windows > kMaxStreamWindowTotal) {
-    return InvalidArgumentError("the streams' windows add up to " + std::to_string(windows) +
+  if (stream_windows > kMaxStreamWindowTotal) {
+    return InvalidArgumentError("the streams' windows add up to " +
+                                std::to_string(stream_windows) +
                                 " (at most " + std::to_string(kMaxStreamWindowTotal) +
                                 ", docs/protocol.md 15.3)");
   }
@@ -79,14 +80,14 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
     return InvalidArgumentError("a call needs at least one input region");
   }
 
-  params.resize(regions.size());
-  for (size_t i = 0; i < regions.size(); ++i) params[i].spec = std::move(regions[i]);
+  regions.params.resize(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) regions.params[i].spec = std::move(specs[i]);
 
   // Split parameters into wire regions of at most max_region_size.
   std::vector<WireRegion> param_wire, stream_wire, internal_wire;
   size_t next_stream = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const RegionSpec& r = params[i].spec;
+  for (size_t i = 0; i < regions.params.size(); ++i) {
+    const RegionSpec& r = regions.params[i].spec;
     if (r.stream.enabled()) {
       // One entry, never split (the ring is at most 2^29 bytes).
       WireRegion w;
@@ -94,7 +95,7 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
       w.size = static_cast<uint32_t>(r.size);
       w.flags = r.direction == Direction::kIn ? kStreamFlagsIn : kStreamFlagsOut;
       w.naa_address = r.stream.chunk_size;
-      params[i].stream = next_stream++;
+      regions.params[i].stream = next_stream++;
       stream_wire.push_back(w);
       continue;
     }
@@ -118,33 +119,34 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
       param_wire.push_back(w);
     }
   }
-  wire.clear();
+  regions.wire.clear();
   if (dialect == Dialect::kSpec) {
     size_t return_regions = 0;
-    for (const WireRegion& w : param_wire) return_regions += IsReturn(params[w.param].spec);
+    for (const WireRegion& w : param_wire) return_regions += IsReturn(regions.params[w.param].spec);
     WireRegion meta;
     meta.param = WireRegion::kMetadata;
     // A routine that returns only streams: one zero entry (an empty list).
-    meta.size = static_cast<uint32_t>(std::max<size_t>(return_regions, 1) *
-                                      (use_windows ? kMetadataWindowEntrySize : kMetadataEntrySize));
-    wire.push_back(meta);
+    meta.size = static_cast<uint32_t>(
+        std::max<size_t>(return_regions, 1) *
+        (windows.enabled ? kMetadataWindowEntrySize : kMetadataEntrySize));
+    regions.wire.push_back(meta);
   }
-  wire.insert(wire.end(), param_wire.begin(), param_wire.end());
-  wire.insert(wire.end(), stream_wire.begin(), stream_wire.end());
-  wire.insert(wire.end(), internal_wire.begin(), internal_wire.end());
-  if (wire.size() > kMaxRegionsPerMessage) {
-    return InvalidArgumentError("layout needs " + std::to_string(wire.size()) +
+  regions.wire.insert(regions.wire.end(), param_wire.begin(), param_wire.end());
+  regions.wire.insert(regions.wire.end(), stream_wire.begin(), stream_wire.end());
+  regions.wire.insert(regions.wire.end(), internal_wire.begin(), internal_wire.end());
+  if (regions.wire.size() > kMaxRegionsPerMessage) {
+    return InvalidArgumentError("layout needs " + std::to_string(regions.wire.size()) +
                                 " memory regions; one MRSP message carries at most " +
                                 std::to_string(kMaxRegionsPerMessage));
   }
   streams.clear();
-  output_windows = 0;
-  for (const WireRegion& w : wire) {
+  regions.output_windows = 0;
+  for (const WireRegion& w : regions.wire) {
     if (w.param == WireRegion::kMetadata || w.internal) continue;
-    const RegionSpec& r = params[w.param].spec;
+    const RegionSpec& r = regions.params[w.param].spec;
     if (!r.stream.enabled()) continue;
     const bool input = r.direction == Direction::kIn;
-    if (!input) output_windows += r.stream.window;
+    if (!input) regions.output_windows += r.stream.window;
     streams.emplace_back(w.param, &w, input, static_cast<uint32_t>(r.stream.chunk_size),
                          r.stream.window, "stream " + Quote(r.name));
   }
@@ -152,8 +154,8 @@ Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> regions) {
 }
 
 Status ClientSession::Impl::Register() {
-  for (size_t i = 0; i < params.size(); ++i) {
-    Param& p = params[i];
+  for (size_t i = 0; i < regions.params.size(); ++i) {
+    Param& p = regions.params[i];
     if (p.spec.direction == Direction::kInternal) continue;
     if (p.spec.external_buffer != nullptr) {
       p.data = static_cast<std::byte*>(p.spec.external_buffer);
@@ -163,7 +165,7 @@ Status ClientSession::Impl::Register() {
     }
     // Minimal access: the NAA writes only return regions (with windows:
     // only through a window bound while a call runs).
-    const bool windowed = use_windows && IsReturn(p.spec);
+    const bool windowed = windows.enabled && IsReturn(p.spec);
     const uint32_t access = !IsOutput(p.spec.direction) ? 0
                             : windowed                  ? (kAccessLocalWrite | kAccessMwBind)
                                                         : (kAccessLocalWrite | kAccessRemoteWrite);
@@ -177,33 +179,34 @@ Status ClientSession::Impl::Register() {
     }
   }
   if (options.dialect == Dialect::kSpec) {
-    NAARPC_ASSIGN_OR_RETURN(metadata, Buffer::Allocate(wire[0].size));
+    NAARPC_ASSIGN_OR_RETURN(regions.metadata, Buffer::Allocate(regions.wire[0].size));
     // The return addresses, big-endian, in write-back order (with windows:
     // and each call's window key, OpenWindows).
     size_t k = 0;
-    metadata_params.clear();
-    for (const WireRegion& w : wire) {
+    regions.metadata_params.clear();
+    for (const WireRegion& w : regions.wire) {
       if (w.param == WireRegion::kMetadata || w.internal) continue;
-      const Param& p = params[w.param];
+      const Param& p = regions.params[w.param];
       if (!IsReturn(p.spec)) continue;
-      auto* entry = reinterpret_cast<uint8_t*>(metadata.data()) +
-                    k * (use_windows ? kMetadataWindowEntrySize : kMetadataEntrySize);
-      if (use_windows) {
+      auto* entry = reinterpret_cast<uint8_t*>(regions.metadata.data()) +
+                    k * (windows.enabled ? kMetadataWindowEntrySize : kMetadataEntrySize);
+      if (windows.enabled) {
         PutMetadataWindowEntry(entry, p.mr->remote_addr() + w.offset, p.window->rkey());
       } else {
         PutBe64(entry, p.mr->remote_addr() + w.offset);
       }
-      metadata_params.push_back(w.param);
+      regions.metadata_params.push_back(w.param);
       ++k;
     }
-    auto mr = conn->RegisterMemory(metadata.data(), metadata.size(), 0);
+    auto mr = conn->RegisterMemory(regions.metadata.data(), regions.metadata.size(), 0);
     if (!mr.ok()) return mr.status().WithContext("registering the metadata region");
-    metadata_mr = std::move(mr).value();
+    regions.metadata_mr = std::move(mr).value();
   }
   NAARPC_RETURN_IF_ERROR(ep.SetUp(*conn));
-  for (WireRegion& w : wire) {
+  for (WireRegion& w : regions.wire) {
     if (w.internal) continue;
-    const MemoryRegion& mr = w.param == WireRegion::kMetadata ? *metadata_mr : *params[w.param].mr;
+    const MemoryRegion& mr =
+        w.param == WireRegion::kMetadata ? *regions.metadata_mr : *regions.params[w.param].mr;
     w.local_addr = mr.remote_addr() + w.offset;
     w.lkey = mr.lkey();
   }
@@ -212,28 +215,28 @@ Status ClientSession::Impl::Register() {
 
 Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   AdvertisementRequestMessage req;
-  for (const WireRegion& w : wire) {
+  for (const WireRegion& w : regions.wire) {
     RegionRequest r;
     r.flags = w.flags;
     r.size = w.size;
-    if (w.param != WireRegion::kMetadata && params[w.param].spec.stream.enabled()) {
-      const Param& p = params[w.param];
+    if (w.param != WireRegion::kMetadata && regions.params[w.param].spec.stream.enabled()) {
+      const Param& p = regions.params[w.param];
       r.requested_naa_address = p.spec.stream.chunk_size;  // docs/protocol.md 15.1
       r.addr = p.mr->remote_addr();
       r.rkey = p.mr->rkey();
     } else if (w.internal) {
       r.requested_naa_address = w.naa_address;
     } else if (w.param == WireRegion::kMetadata) {
-      r.addr = metadata_mr->remote_addr();
-      r.rkey = metadata_mr->rkey();
+      r.addr = regions.metadata_mr->remote_addr();
+      r.rkey = regions.metadata_mr->rkey();
     } else {
-      const Param& p = params[w.param];
+      const Param& p = regions.params[w.param];
       r.addr = p.mr->remote_addr() + w.offset;
       r.rkey = p.mr->rkey();
     }
     req.regions.push_back(r);
   }
-  if (use_windows) req.capabilities = kMrspCapMemoryWindows;
+  if (windows.enabled) req.capabilities = kMrspCapMemoryWindows;
   const Deadline deadline = Deadline::Earlier(call_deadline, Deadline::After(options.mrsp_timeout));
   const uint64_t recv_id = internal::Endpoint::MrspRecvId();
   const uint64_t send_id = internal::Endpoint::MrspSendId();
@@ -301,15 +304,15 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   if (adv == nullptr) {
     return ProtocolError("MRSP: the NAA answered with an Advertisement+Request, expected Advertisement");
   }
-  if (use_windows && !(adv->capabilities & kMrspCapMemoryWindows)) {
+  if (windows.enabled && !(adv->capabilities & kMrspCapMemoryWindows)) {
     return FailedPreconditionError(
         "MRSP: the NAA did not accept per-call memory windows (capability 0x01, "
         "docs/protocol.md 3.6): it predates them, is not a naarpc NAA, or turned them off "
-        "(ServerOptions::memory_windows); open the session without "
-        "ClientOptions::memory_windows to give it connection-long keys");
+        "(ServerOptions::memory_windows); set ClientOptions::memory_windows to false (it "
+        "overrides the IDL's memory_windows: required) to give it connection-long keys");
   }
   size_t expected = 0;
-  for (const WireRegion& w : wire) expected += !w.internal;
+  for (const WireRegion& w : regions.wire) expected += !w.internal;
   if (adv->regions.size() != expected) {
     return ProtocolError("MRSP: the NAA advertised " + std::to_string(adv->regions.size()) +
                          " regions, expected " + std::to_string(expected) +
@@ -318,7 +321,7 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
                                             "advertise the stream rings, docs/protocol.md 15.5)"));
   }
   size_t k = 0;
-  for (WireRegion& w : wire) {
+  for (WireRegion& w : regions.wire) {
     if (w.internal) continue;
     const RegionAdvertisement& a = adv->regions[k++];
     if (a.size < w.size) {

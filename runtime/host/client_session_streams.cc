@@ -30,7 +30,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
     // Send what the windows and the send queue allow: owed credits first.
     for (size_t i = 0; i < streams.size(); ++i) {
       Stream& st = streams[i];
-      const Param& p = params[st.param];
+      const Param& p = regions.params[st.param];
       if (!st.input) {
         // One credit per chunk (the NAA posted a receive for each).
         while (st.inbound.credited() < st.inbound.received()) {
@@ -141,7 +141,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       if (st.input) return ProtocolError("the NAA wrote a chunk into input " + st.name());
       const uint64_t sequence = st.inbound.received();
       NAARPC_ASSIGN_OR_RETURN(const uint32_t length, st.inbound.OnChunk(*f, c.byte_len));
-      const std::byte* chunk = params[st.param].data + st.inbound.SlotOffset(sequence);
+      const std::byte* chunk = regions.params[st.param].data + st.inbound.SlotOffset(sequence);
       if (Status s = handler.Consume(f->stream, std::span<const std::byte>(chunk, length), f->end);
           !s.ok()) {
         return s.WithContext(st.name() + ": consuming chunk " + std::to_string(sequence));

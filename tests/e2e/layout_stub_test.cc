@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -53,6 +55,15 @@ class Kernels final : public lay::LayoutsService {
     std::copy(blocks.begin(), blocks.end(), out.begin());
     return lay::LayoutsError::kOk;
   }
+  lay::LayoutsError CopyColumn(const NaaCall&, std::span<const double> col,
+                               std::span<double> out) override {
+    ++copy_column_calls;
+    std::copy(col.begin(), col.end(), out.begin());
+    return lay::LayoutsError::kOk;
+  }
+
+ public:
+  std::atomic<int> copy_column_calls{0};
 };
 
 using Param = std::tuple<std::string, Dialect>;
@@ -310,7 +321,7 @@ TEST_P(ZeroCopyTest, ShortRunsArePackedUnlessTheThresholdAllows) {
   EXPECT_EQ(registry_->stats().zero_copy_inputs, 2u);
   EXPECT_EQ(registry_->stats().packed_inputs, 1u);
   // 4096 one-element runs: 256 work requests, more than the send queue
-  // takes in one call: packed, still correct.
+  // takes at once: zero-copy too, in batches (ZeroCopyChainTest).
   std::vector<double> tall(4096 * 16, -1.0);
   double want = 0;
   for (size_t r = 0; r < 4096; ++r) want += (tall[r * 16 + 3] = double(r));
@@ -323,7 +334,8 @@ TEST_P(ZeroCopyTest, ShortRunsArePackedUnlessTheThresholdAllows) {
                               &sum, Guard())
                   .ok());
   EXPECT_EQ(sum, want);
-  EXPECT_EQ(registry_->stats().packed_inputs, 2u);
+  EXPECT_EQ(registry_->stats().zero_copy_inputs, 3u);
+  EXPECT_EQ(registry_->stats().packed_inputs, 1u);
 }
 
 TEST_P(ZeroCopyTest, AViewThatDoesNotMatchItsDeclarationIsATypedError) {
@@ -343,20 +355,42 @@ TEST_P(ZeroCopyTest, AViewThatDoesNotMatchItsDeclarationIsATypedError) {
   for (double v : out) ASSERT_EQ(v, 3.0);
 }
 
-// What a client's connection posts: the gather entries of its writes.
+// What a client's connection posts: the gather entries of its writes, and
+// every PostSend of RDMA writes (a batch) with its requests.
 struct Posted {
   std::mutex mu;
   size_t gather_writes = 0, gather_entries = 0, max_entries = 0;
   std::vector<LocalBuffer> entries;
   bool last_is_write_with_imm = false;
+  uint32_t depth = 0;  // the connection's send queue
+  struct Request {
+    WorkOpcode opcode;
+    bool signaled;
+  };
+  std::vector<std::vector<Request>> batches;
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    gather_writes = gather_entries = max_entries = 0;
+    entries.clear();
+    batches.clear();
+  }
 };
 class CountingConnection final : public testing::ForwardingConnection {
  public:
   CountingConnection(std::unique_ptr<Connection> inner, std::shared_ptr<Posted> posted)
-      : ForwardingConnection(std::move(inner)), posted_(std::move(posted)) {}
+      : ForwardingConnection(std::move(inner)), posted_(std::move(posted)) {
+    std::lock_guard<std::mutex> lock(posted_->mu);
+    posted_->depth = send_queue_depth();
+  }
   Status PostSend(std::span<const SendRequest> requests) override {
     {
       std::lock_guard<std::mutex> lock(posted_->mu);
+      if (std::any_of(requests.begin(), requests.end(), [](const SendRequest& r) {
+            return r.opcode == WorkOpcode::kRdmaWrite || r.opcode == WorkOpcode::kRdmaWriteWithImm;
+          })) {
+        auto& batch = posted_->batches.emplace_back();
+        for (const SendRequest& r : requests) batch.push_back({r.opcode, r.signaled});
+      }
       for (const SendRequest& r : requests) {
         if (r.sg_list.empty()) continue;
         ++posted_->gather_writes;
@@ -411,6 +445,270 @@ TEST(ZeroCopyWire, TheWritesGatherFromTheCallersMemoryInChainsOfMaxSendSge) {
     EXPECT_EQ(posted->entries[b].addr, reinterpret_cast<uintptr_t>(m.data() + b * 2048)) << b;
     EXPECT_EQ(posted->entries[b].length, 1024u * 8) << b;
   }
+}
+
+// One call's writes went in `at_least` batches or more: each within half
+// the send queue, closed by a signaled request, the WRITE_WITH_IMM (the
+// function code) only at the very end.
+void ExpectBatches(Posted& posted, size_t at_least) {
+  std::lock_guard<std::mutex> lock(posted.mu);
+  ASSERT_GE(posted.batches.size(), at_least);
+  ASSERT_GT(posted.depth, 0u);
+  for (size_t i = 0; i < posted.batches.size(); ++i) {
+    const auto& batch = posted.batches[i];
+    const bool last = i + 1 == posted.batches.size();
+    ASSERT_FALSE(batch.empty());
+    EXPECT_LE(batch.size(), posted.depth / 2) << "batch " << i;
+    for (size_t k = 0; k + 1 < batch.size(); ++k) {
+      EXPECT_EQ(batch[k].opcode, WorkOpcode::kRdmaWrite) << "batch " << i << " request " << k;
+      EXPECT_FALSE(batch[k].signaled) << "batch " << i << " request " << k;
+    }
+    EXPECT_TRUE(batch.back().signaled) << "batch " << i;
+    EXPECT_EQ(batch.back().opcode, last ? WorkOpcode::kRdmaWriteWithImm : WorkOpcode::kRdmaWrite)
+        << "batch " << i;
+  }
+}
+
+// A 4096 x 16 f64 matrix: column 3 holds r + 0.25, every other element a
+// poison value the NAA must never see.
+std::vector<double> Column(double base) {
+  std::vector<double> m(4096 * 16, -7.0);
+  for (size_t r = 0; r < 4096; ++r) m[r * 16 + 3] = base + double(r) + 0.25;
+  return m;
+}
+
+// Chains longer than the send queue takes at once (docs/protocol.md 16.2):
+// the 4096 one-element runs of CopyColumn are 256 gather writes (16 entries
+// each), several times half the send queue, sent zero-copy in batches as
+// completions free the slots.
+class ZeroCopyChainTest : public ZeroCopyTest {
+ protected:
+  void SetUp() override {
+    ZeroCopyTest::SetUp();
+    if (IsSkipped()) return;
+    client_.reset();
+    codegen::StubOptions options;
+    options.session.dialect = std::get<1>(GetParam());
+    options.session.user_memory = registry_;
+    options.session.zero_copy_min_run_bytes = 0;
+    counting_ = std::make_unique<testing::WrappingTransport>(
+        *tt_.transport, [posted = posted_](std::unique_ptr<Connection> c) {
+          return std::unique_ptr<Connection>(
+              std::make_unique<CountingConnection>(std::move(c), posted));
+        });
+    client_ = std::make_unique<lay::LayoutsClient>(*counting_, tt_.address, server_->port(),
+                                                   options);
+  }
+  void TearDown() override {
+    client_.reset();
+    counting_.reset();
+    ZeroCopyTest::TearDown();
+  }
+  // The batches 256 gather writes take at least: half the connection's
+  // send queue each (64 here on both transports; rxe may round it up).
+  size_t MinBatches() {
+    std::lock_guard<std::mutex> lock(posted_->mu);
+    const size_t half = std::max<uint32_t>(posted_->depth / 2, 1);
+    return std::max<size_t>(2, (256 + half - 1) / half);
+  }
+  // The column of `m` arrived exactly: byte for byte, no poison.
+  static void ExpectColumn(const std::vector<double>& m, const std::vector<double>& out) {
+    for (size_t r = 0; r < 4096; ++r) {
+      ASSERT_EQ(std::memcmp(&out[r], &m[r * 16 + 3], sizeof(double)), 0) << "element " << r;
+    }
+  }
+
+  std::shared_ptr<Posted> posted_ = std::make_shared<Posted>();
+  std::unique_ptr<testing::WrappingTransport> counting_;
+};
+
+TEST_P(ZeroCopyChainTest, ALongChainGoesZeroCopyInBatchesAndArrivesExactly) {
+  std::vector<double> m = Column(0);
+  auto reg = registry_->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  const Layout col = Layout::Strided(4096, 1, 16, 3);
+  // Three calls on one session: the send queue is accounted across them.
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    for (size_t r = 0; r < 4096; ++r) m[r * 16 + 3] = 1000.0 * call + double(r) + 0.25;
+    std::vector<double> out(4096, -1.0);
+    posted_->Clear();
+    const Status st = client_->CopyColumn(
+        StridedView<const double>(std::span<const double>(m), col), std::span<double>(out),
+        Guard());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectColumn(m, out);
+    ExpectBatches(*posted_, MinBatches());
+    std::lock_guard<std::mutex> lock(posted_->mu);
+    // Every gather entry names one element of the caller's column, in order.
+    ASSERT_EQ(posted_->entries.size(), 4096u);
+    for (size_t r = 0; r < 4096; ++r) {
+      ASSERT_EQ(posted_->entries[r].addr, reinterpret_cast<uintptr_t>(&m[r * 16 + 3])) << r;
+      ASSERT_EQ(posted_->entries[r].length, sizeof(double)) << r;
+    }
+    EXPECT_LE(posted_->max_entries, 16u);
+  }
+  const UserMemoryRegistry::Stats stats = registry_->stats();
+  EXPECT_EQ(stats.zero_copy_inputs, 3u);
+  EXPECT_EQ(stats.zero_copy_bytes, 3u * 4096 * 8);
+  EXPECT_EQ(stats.packed_inputs, 0u);
+  EXPECT_EQ(kernels_.copy_column_calls.load(), 3);
+}
+
+TEST_P(ZeroCopyChainTest, TheAsyncEngineDrivesTheBatches) {
+  // The async form runs on the call engine: StartCall, then ContinueCall
+  // whenever the session's notify_fd() is readable; the batches are posted
+  // from ContinueCall as their completions arrive.
+  std::vector<double> m = Column(5);
+  auto reg = registry_->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok());
+  const Layout col = Layout::Strided(4096, 1, 16, 3);
+  for (int call = 0; call < 2; ++call) {
+    std::vector<double> out(4096, -1.0);
+    posted_->Clear();
+    const Status st =
+        client_
+            ->CopyColumnAsync(StridedView<const double>(std::span<const double>(m), col),
+                              std::span<double>(out), Guard())
+            .get();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectColumn(m, out);
+    ExpectBatches(*posted_, MinBatches());
+  }
+  EXPECT_EQ(registry_->stats().zero_copy_inputs, 2u);
+  EXPECT_EQ(registry_->stats().packed_inputs, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Transports, ZeroCopyChainTest,
+    ::testing::Combine(::testing::Values("emulated", "verbs"),
+                       ::testing::Values(Dialect::kSpec, Dialect::kReference)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" +
+             (std::get<1>(info.param) == Dialect::kSpec ? "spec" : "reference");
+    });
+
+// A small send queue and few gather entries per request (EmulatedOptions):
+// CopyBlocks' 64 runs are 16 gather writes, in batches of 4.
+TEST(ZeroCopyWire, ASmallSendQueueTakesTheChainInBatchesOfHalfItsDepth) {
+  EmulatedOptions emulated;
+  emulated.send_queue_depth = 8;
+  emulated.max_send_sge = 4;
+  std::unique_ptr<Transport> transport = NewEmulatedTransport(emulated);
+  Kernels kernels;
+  auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto posted = std::make_shared<Posted>();
+  testing::WrappingTransport counting(*transport, [posted](std::unique_ptr<Connection> c) {
+    return std::unique_ptr<Connection>(std::make_unique<CountingConnection>(std::move(c), posted));
+  });
+  auto registry = std::make_shared<UserMemoryRegistry>();
+  codegen::StubOptions options;
+  options.session.user_memory = registry;
+  lay::LayoutsClient client(counting, "127.0.0.1", (*server)->port(), options);
+  std::vector<double> m = Blocks(0.5);
+  auto reg = registry->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok());
+  std::vector<double> out(65536, -1.0);
+  const Status st = client.CopyBlocks(
+      StridedView<const double>(std::span<const double>(m), Layout::Strided(64, 1024, 2048)),
+      std::span<double>(out), Deadline::After(kHangGuard));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], 0.5 + double(i)) << "element " << i;
+  // 16 gather writes (and the spec dialect's metadata): batches of at most 4.
+  ExpectBatches(*posted, 4);
+  std::lock_guard<std::mutex> lock(posted->mu);
+  EXPECT_EQ(posted->depth, 8u);
+  EXPECT_EQ(posted->gather_writes, 16u);
+  EXPECT_EQ(posted->max_entries, 4u);
+  EXPECT_EQ(registry->stats().zero_copy_inputs, 1u);
+  EXPECT_EQ(registry->stats().packed_inputs, 0u);
+}
+
+// The connection breaks in the middle of a chain (emulated fault
+// injection): the call fails naming the parameter and how far its writes
+// got, the NAA never ran the kernel, nothing was written back.
+TEST(ZeroCopyWire, AFaultMidChainEndsTheCallNamingTheParameter) {
+  EmulatedOptions emulated;
+  auto faults = std::make_shared<ScriptedFaultInjector>();
+  auto writes = std::make_shared<int>(0);
+  FaultRule rule;
+  // The host's 100th plain RDMA WRITE (of 256 + metadata).
+  rule.match = [writes](const FaultPoint& p) {
+    return !p.is_listener_side && p.opcode == WorkOpcode::kRdmaWrite && ++*writes == 100;
+  };
+  rule.action = FaultAction::Drop();
+  faults->AddRule(rule);
+  emulated.faults = faults;
+  std::unique_ptr<Transport> transport = NewEmulatedTransport(emulated);
+  Kernels kernels;
+  auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto registry = std::make_shared<UserMemoryRegistry>();
+  codegen::StubOptions options;
+  options.session.user_memory = registry;
+  options.session.zero_copy_min_run_bytes = 0;
+  lay::LayoutsClient client(*transport, "127.0.0.1", (*server)->port(), options);
+  std::vector<double> m = Column(0);
+  auto reg = registry->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok());
+  std::vector<double> out(4096, -1.0);
+  const Status st = client.CopyColumn(
+      StridedView<const double>(std::span<const double>(m), Layout::Strided(4096, 1, 16, 3)),
+      std::span<double>(out), Deadline::After(kHangGuard));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();  // not a hang
+  EXPECT_EQ(faults->injected(), 1u);
+  EXPECT_NE(st.message().find("Layouts.CopyColumn"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(" write requests went in batches of at most 32: "),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("parameter 'col' (zero-copy): "), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("the request immediate was not sent: the NAA ran nothing"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(kernels.copy_column_calls.load(), 0);
+  for (double v : out) ASSERT_EQ(v, -1.0);
+}
+
+// A batch held back (emulated fault injection: a delay far beyond the
+// call's deadline) until the call's deadline passes: the call ends with
+// kDeadlineExceeded saying how far the writes got, and nothing hangs.
+TEST(ZeroCopyWire, TheDeadlineMidChainEndsTheCallNamingTheParameter) {
+  EmulatedOptions emulated;
+  auto faults = std::make_shared<ScriptedFaultInjector>();
+  auto writes = std::make_shared<int>(0);
+  FaultRule rule;
+  rule.match = [writes](const FaultPoint& p) {
+    return !p.is_listener_side && p.opcode == WorkOpcode::kRdmaWrite && ++*writes == 40;
+  };
+  rule.action = FaultAction::Delay(std::chrono::duration_cast<std::chrono::microseconds>(
+      kHangGuard));
+  faults->AddRule(rule);
+  emulated.faults = faults;
+  std::unique_ptr<Transport> transport = NewEmulatedTransport(emulated);
+  Kernels kernels;
+  auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto registry = std::make_shared<UserMemoryRegistry>();
+  codegen::StubOptions options;
+  options.session.user_memory = registry;
+  options.session.zero_copy_min_run_bytes = 0;
+  lay::LayoutsClient client(*transport, "127.0.0.1", (*server)->port(), options);
+  std::vector<double> m = Column(0);
+  auto reg = registry->Register(std::span<double>(m));
+  ASSERT_TRUE(reg.ok());
+  std::vector<double> out(4096, -1.0);
+  const Status st = client.CopyColumn(
+      StridedView<const double>(std::span<const double>(m), Layout::Strided(4096, 1, 16, 3)),
+      std::span<double>(out), Deadline::After(200ms));
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("the deadline passed while the inputs were written: the inputs' "),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("parameter 'col' (zero-copy): "), std::string::npos) << st.message();
+  EXPECT_EQ(kernels.copy_column_calls.load(), 0);
+  for (double v : out) ASSERT_EQ(v, -1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

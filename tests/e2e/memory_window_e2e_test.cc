@@ -128,6 +128,12 @@ TEST_P(MemoryWindowE2eTest, NaaThatDeclinesWindowsIsRefusedClearly) {
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().ToString();
   EXPECT_NE(s.status().message().find("did not accept per-call memory windows"), std::string::npos)
       << s.status().ToString();
+  // The way out: the option, now a std::optional<bool>, set to false.
+  EXPECT_NE(s.status().message().find("set ClientOptions::memory_windows to false (it overrides "
+                                      "the IDL's memory_windows: required) to give it "
+                                      "connection-long keys"),
+            std::string::npos)
+      << s.status().ToString();
   // Without windows, the same NAA serves as before.
   auto plain = ClientSession::Open(*transport_, address_, server->port(), Layout());
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
