@@ -3,9 +3,9 @@
 namespace naarpc {
 
 using internal::Hex;
-using internal::MakeWrId;
 using internal::IsCallInput;
 using internal::IsReturn;
+using internal::MakeWrId;
 using internal::Quote;
 using internal::WrIdKind;
 using internal::WrKind;
