@@ -288,15 +288,17 @@ SessionPool::Lease CallEngine::TakeSession(PoolQueue& q, bool* may_open) {
   return q.pool->TryAcquire(may_open);
 }
 
+void CallEngine::SwapInboxes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  remote_pending_.store(false, std::memory_order_relaxed);
+  scratch_incoming_.swap(incoming_);
+  scratch_connected_.swap(connected_);
+  scratch_finished_.swap(finished_);
+  scratch_rejected_.swap(rejected_);
+}
+
 void CallEngine::TakeRemote() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    remote_pending_.store(false, std::memory_order_relaxed);
-    scratch_incoming_.swap(incoming_);
-    scratch_connected_.swap(connected_);
-    scratch_finished_.swap(finished_);
-    scratch_rejected_.swap(rejected_);
-  }
+  SwapInboxes();
   for (auto& [done, status] : scratch_rejected_) done(std::move(status));
   scratch_rejected_.clear();
   for (Submission& s : scratch_incoming_) Admit(std::move(s));
@@ -524,14 +526,7 @@ void CallEngine::CancelAll() {
   // The loop has stopped and the helpers are joined: this thread is alone,
   // but `done` callbacks run here may still submit (they are cancelled too).
   for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      remote_pending_.store(false, std::memory_order_relaxed);
-      scratch_incoming_.swap(incoming_);
-      scratch_connected_.swap(connected_);
-      scratch_finished_.swap(finished_);
-      scratch_rejected_.swap(rejected_);
-    }
+    SwapInboxes();
     for (Submission& s : local_) scratch_incoming_.push_back(std::move(s));
     local_.clear();
     scratch_connected_.clear();  // sessions back to their pools, unused

@@ -174,6 +174,8 @@ class CallEngine {
   // blocking calls' results, freed sessions) and deadlines passed; returns
   // the epoll_wait timeout.
   int RunQueued();
+  // What other threads handed over, into the scratch lists (under mu_).
+  void SwapInboxes();
   void TakeRemote();
   void Admit(Submission&& submission);
   void StartWaiting();
