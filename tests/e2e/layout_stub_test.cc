@@ -625,25 +625,35 @@ TEST(ZeroCopyWire, ASmallSendQueueTakesTheChainInBatchesOfHalfItsDepth) {
   EXPECT_EQ(registry->stats().packed_inputs, 0u);
 }
 
-// The connection breaks in the middle of a chain (emulated fault
-// injection): the call fails naming the parameter and how far its writes
-// got, the NAA never ran the kernel, nothing was written back.
-TEST(ZeroCopyWire, AFaultMidChainEndsTheCallNamingTheParameter) {
+// CopyColumn (4096 one-element runs, zero-copy: a chain of 256 gather
+// writes in batches) against a software NAA, over an emulated transport
+// whose host applies `action` to its `nth` plain RDMA WRITE.
+struct FaultedChain {
+  Status status;
+  int kernel_calls = 0;
+  std::vector<double> out;
+  uint64_t injected = 0;
+};
+FaultedChain CopyColumnWithFault(int nth, FaultAction action, Deadline deadline) {
   EmulatedOptions emulated;
   auto faults = std::make_shared<ScriptedFaultInjector>();
   auto writes = std::make_shared<int>(0);
   FaultRule rule;
-  // The host's 100th plain RDMA WRITE (of 256 + metadata).
-  rule.match = [writes](const FaultPoint& p) {
-    return !p.is_listener_side && p.opcode == WorkOpcode::kRdmaWrite && ++*writes == 100;
+  rule.match = [writes, nth](const FaultPoint& p) {
+    return !p.is_listener_side && p.opcode == WorkOpcode::kRdmaWrite && ++*writes == nth;
   };
-  rule.action = FaultAction::Drop();
+  rule.action = action;
   faults->AddRule(rule);
   emulated.faults = faults;
   std::unique_ptr<Transport> transport = NewEmulatedTransport(emulated);
   Kernels kernels;
   auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  FaultedChain r;
+  if (!server.ok()) {
+    r.status = server.status();
+    return r;
+  }
   auto registry = std::make_shared<UserMemoryRegistry>();
   codegen::StubOptions options;
   options.session.user_memory = registry;
@@ -651,14 +661,26 @@ TEST(ZeroCopyWire, AFaultMidChainEndsTheCallNamingTheParameter) {
   lay::LayoutsClient client(*transport, "127.0.0.1", (*server)->port(), options);
   std::vector<double> m = Column(0);
   auto reg = registry->Register(std::span<double>(m));
-  ASSERT_TRUE(reg.ok());
-  std::vector<double> out(4096, -1.0);
-  const Status st = client.CopyColumn(
+  EXPECT_TRUE(reg.ok());
+  r.out.assign(4096, -1.0);
+  r.status = client.CopyColumn(
       StridedView<const double>(std::span<const double>(m), Layout::Strided(4096, 1, 16, 3)),
-      std::span<double>(out), Deadline::After(kHangGuard));
+      std::span<double>(r.out), deadline);
+  r.kernel_calls = kernels.copy_column_calls.load();
+  r.injected = faults->injected();
+  return r;
+}
+
+// The connection breaks in the middle of a chain (emulated fault
+// injection): the call fails naming the parameter and how far its writes
+// got, the NAA never ran the kernel, nothing was written back.
+TEST(ZeroCopyWire, AFaultMidChainEndsTheCallNamingTheParameter) {
+  // The host's 100th plain RDMA WRITE (of 256 + metadata).
+  const FaultedChain r = CopyColumnWithFault(100, FaultAction::Drop(), Deadline::After(kHangGuard));
+  const Status& st = r.status;
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();  // not a hang
-  EXPECT_EQ(faults->injected(), 1u);
+  EXPECT_EQ(r.injected, 1u);
   EXPECT_NE(st.message().find("Layouts.CopyColumn"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find(" write requests went in batches of at most 32: "),
             std::string::npos)
@@ -667,48 +689,25 @@ TEST(ZeroCopyWire, AFaultMidChainEndsTheCallNamingTheParameter) {
   EXPECT_NE(st.message().find("the request immediate was not sent: the NAA ran nothing"),
             std::string::npos)
       << st.message();
-  EXPECT_EQ(kernels.copy_column_calls.load(), 0);
-  for (double v : out) ASSERT_EQ(v, -1.0);
+  EXPECT_EQ(r.kernel_calls, 0);
+  for (double v : r.out) ASSERT_EQ(v, -1.0);
 }
 
 // A batch held back (emulated fault injection: a delay far beyond the
 // call's deadline) until the call's deadline passes: the call ends with
 // kDeadlineExceeded saying how far the writes got, and nothing hangs.
 TEST(ZeroCopyWire, TheDeadlineMidChainEndsTheCallNamingTheParameter) {
-  EmulatedOptions emulated;
-  auto faults = std::make_shared<ScriptedFaultInjector>();
-  auto writes = std::make_shared<int>(0);
-  FaultRule rule;
-  rule.match = [writes](const FaultPoint& p) {
-    return !p.is_listener_side && p.opcode == WorkOpcode::kRdmaWrite && ++*writes == 40;
-  };
-  rule.action = FaultAction::Delay(std::chrono::duration_cast<std::chrono::microseconds>(
-      kHangGuard));
-  faults->AddRule(rule);
-  emulated.faults = faults;
-  std::unique_ptr<Transport> transport = NewEmulatedTransport(emulated);
-  Kernels kernels;
-  auto server = NaaServer::Start(*transport, "127.0.0.1", 0, kernels);
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  auto registry = std::make_shared<UserMemoryRegistry>();
-  codegen::StubOptions options;
-  options.session.user_memory = registry;
-  options.session.zero_copy_min_run_bytes = 0;
-  lay::LayoutsClient client(*transport, "127.0.0.1", (*server)->port(), options);
-  std::vector<double> m = Column(0);
-  auto reg = registry->Register(std::span<double>(m));
-  ASSERT_TRUE(reg.ok());
-  std::vector<double> out(4096, -1.0);
-  const Status st = client.CopyColumn(
-      StridedView<const double>(std::span<const double>(m), Layout::Strided(4096, 1, 16, 3)),
-      std::span<double>(out), Deadline::After(200ms));
+  const FaultedChain r = CopyColumnWithFault(
+      40, FaultAction::Delay(std::chrono::duration_cast<std::chrono::microseconds>(kHangGuard)),
+      Deadline::After(200ms));
+  const Status& st = r.status;
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
   EXPECT_NE(st.message().find("the deadline passed while the inputs were written: the inputs' "),
             std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("parameter 'col' (zero-copy): "), std::string::npos) << st.message();
-  EXPECT_EQ(kernels.copy_column_calls.load(), 0);
-  for (double v : out) ASSERT_EQ(v, -1.0);
+  EXPECT_EQ(r.kernel_calls, 0);
+  for (double v : r.out) ASSERT_EQ(v, -1.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
