@@ -203,6 +203,6 @@ int main(int argc, char** argv) {
                 engine.helper_threads, k);
     std::fflush(stdout);
   }
-  naa->Kill();
+  naa->Stop();
   return rc;
 }

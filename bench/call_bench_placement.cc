@@ -191,8 +191,8 @@ int RunPlacement(const Options& o, const std::string& label, int client_cpu, int
     }
     rows.push_back(row);
   }
-  naa->Kill();
-  if (raw) raw->Kill();
+  naa->Stop();
+  if (raw) raw->Stop();
   PrintTable(o, label, client_cpu, server_cpu, rows);
   return rc;
 }

@@ -97,7 +97,7 @@ int RunStatsAB(const Options& o, const std::string& label, int client_cpu, int s
                 median(ratios));
     std::fflush(stdout);
   }
-  naas->Kill();
+  naas->Stop();
   std::printf("(medians over the rounds of each round's median round trip; on = statistics on "
               "both sides + one no-op interceptor each)\n");
   return rc;

@@ -151,7 +151,7 @@ Row Measure(const std::string& transport_name, const std::string& address, size_
     row.idle_cpu_percent = 100.0 * (row.after.cpu_s - row.before.cpu_s) / wall;
   }
   open.clear();
-  child->Kill();
+  child->Stop();
   return row;
 }
 

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <utility>
 
 namespace naarpc::bench {
@@ -64,17 +66,37 @@ NaaChild::NaaChild(NaaChild&& other) noexcept
 
 NaaChild& NaaChild::operator=(NaaChild&& other) noexcept {
   if (this != &other) {
-    Kill();
+    Stop();
     pid_ = std::exchange(other.pid_, -1);
     ports_ = std::move(other.ports_);
   }
   return *this;
 }
 
-void NaaChild::Kill() {
+void NaaChild::Kill() { End(SIGKILL); }
+
+void NaaChild::Stop() { End(SIGTERM); }
+
+void NaaChild::End(int signal) {
   if (pid_ <= 0) return;
-  kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
+  kill(pid_, signal);
+  if (signal != SIGKILL) {
+    // Bounded: a child that ignores SIGTERM is killed. Polled, since valgrind
+    // (a reason to stop with SIGTERM) does not know pidfd_open.
+    const auto until = std::chrono::steady_clock::now() + kStopGrace;
+    for (;;) {
+      const pid_t r = waitpid(pid_, nullptr, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) {
+        pid_ = -1;
+        return;
+      }
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // teardown, not a test's sync
+    }
+    kill(pid_, SIGKILL);
+  }
+  while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
   pid_ = -1;
 }
 

@@ -1,13 +1,15 @@
 // A benchmark's peer (a software NAA, a ping-pong server) in a child
 // process, so that it does not share the client's CPU time or locks: forked
 // before the benchmark starts a thread or a transport, it sends the ports it
-// listens on back through a pipe and is killed (SIGKILL) and reaped when its
-// handle goes, or dies with the benchmark (PR_SET_PDEATHSIG).
+// listens on back through a pipe and is stopped (SIGTERM, so that a tool such
+// as valgrind running it can write its report) and reaped when its handle
+// goes, or dies with the benchmark (PR_SET_PDEATHSIG, SIGKILL).
 #ifndef NAARPC_BENCH_NAA_CHILD_H_
 #define NAARPC_BENCH_NAA_CHILD_H_
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -33,17 +35,24 @@ class NaaChild {
   NaaChild& operator=(NaaChild&& other) noexcept;
   NaaChild(const NaaChild&) = delete;
   NaaChild& operator=(const NaaChild&) = delete;
-  ~NaaChild() { Kill(); }
+  ~NaaChild() { Stop(); }
 
   // The i-th reported port.
   uint16_t port(size_t i = 0) const { return ports_[i]; }
   // The child's process id (-1 once killed), e.g. to read /proc/PID.
   pid_t pid() const { return pid_; }
+  // Stops the child now: SIGTERM, SIGKILL if it has not exited
+  // kStopGrace later, then reaps it; later calls do nothing.
+  void Stop();
   // Kills (SIGKILL) and reaps the child now, e.g. to measure a failover;
   // later calls do nothing.
   void Kill();
 
  private:
+  static constexpr std::chrono::seconds kStopGrace{10};  // valgrind may take seconds to write
+
+  void End(int signal);
+
   NaaChild(pid_t pid, std::vector<uint16_t> ports) : pid_(pid), ports_(std::move(ports)) {}
 
   pid_t pid_ = -1;

@@ -184,6 +184,6 @@ int main(int argc, char** argv) {
                   Median(first), Median(total), Median(open) / raw_ms);
     }
   }
-  naa->Kill();
+  naa->Stop();
   return rc;
 }
