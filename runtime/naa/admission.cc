@@ -27,7 +27,7 @@ Admission::Conn* Admission::VictimLocked(Measure measure, uint64_t than,
     // Only a peer with an idle session to give counts.
     bool idle = false;
     for (const auto& [id, c] : conns_) {
-      if (c.peer == name && c.state == State::kIdle && !c.reclaimed) {
+      if (c.peer == name && c.word.load(std::memory_order_acquire) == Conn::kIdle) {
         idle = true;
         break;
       }
@@ -39,23 +39,31 @@ Admission::Conn* Admission::VictimLocked(Measure measure, uint64_t than,
   if (richest == nullptr) return nullptr;
   Conn* lru = nullptr;
   for (auto& [id, c] : conns_) {
-    if (c.peer != *richest || c.state != State::kIdle || c.reclaimed) continue;
-    if (lru == nullptr || c.last_use < lru->last_use) lru = &c;
+    if (c.peer != *richest || c.word.load(std::memory_order_acquire) != Conn::kIdle) continue;
+    if (lru == nullptr || c.last_use.load(std::memory_order_relaxed) <
+                              lru->last_use.load(std::memory_order_relaxed)) {
+      lru = &c;
+    }
   }
   return lru;
 }
 
-void Admission::ReclaimLocked(Conn& c) {
-  c.reclaimed = true;
+bool Admission::TryReclaimLocked(Conn& c) {
+  uint8_t idle = Conn::kIdle;
+  if (!c.word.compare_exchange_strong(idle, Conn::kIdle | Conn::kReclaimed,
+                                      std::memory_order_acq_rel)) {
+    return false;  // a call has started (or it is not idle): not a victim
+  }
   --connections_;
   Peer& p = peers_[c.peer];
   --p.connections;
   p.releasing += c.bytes;
   ++reclaimed_;
+  return true;
 }
 
 void Admission::UnreclaimLocked(Conn& c) {
-  c.reclaimed = false;
+  c.word.fetch_and(static_cast<uint8_t>(~Conn::kReclaimed), std::memory_order_acq_rel);
   ++connections_;
   Peer& p = peers_[c.peer];
   ++p.connections;
@@ -87,18 +95,21 @@ Result<uint64_t> Admission::Admit(const std::string& peer, ReclaimFn reclaim) {
     }
     if (connections_ >= limits_.max_connections) {
       // A slot from a peer that holds more than this one would.
-      Conn* victim = VictimLocked([](const Peer& q) { return uint64_t{q.connections}; },
-                                  p.connections + 1, peer);
-      if (victim == nullptr) {
-        return refuse("connection limit " + std::to_string(limits_.max_connections) +
-                      " reached, no idle session of a peer holding more than " + peer +
-                      " to reclaim");
-      }
-      ReclaimLocked(*victim);
+      Conn* victim;
+      do {  // again if a call started on the victim meanwhile
+        victim = VictimLocked([](const Peer& q) { return uint64_t{q.connections}; },
+                              p.connections + 1, peer);
+        if (victim == nullptr) {
+          return refuse("connection limit " + std::to_string(limits_.max_connections) +
+                        " reached, no idle session of a peer holding more than " + peer +
+                        " to reclaim");
+        }
+      } while (!TryReclaimLocked(*victim));
       close_victim = std::exchange(victim->reclaim, nullptr);
     }
     id = next_id_++;
-    conns_[id] = Conn{peer, State::kHandshake, 0, ++clock_, false, std::move(reclaim)};
+    conns_.try_emplace(id, peer, clock_.fetch_add(1, std::memory_order_relaxed) + 1,
+                       std::move(reclaim));
     ++p.connections;
     ++p.handshakes;
     ++connections_;
@@ -110,26 +121,46 @@ Result<uint64_t> Admission::Admit(const std::string& peer, ReclaimFn reclaim) {
 void Admission::HandshakeDone(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(id);
-  if (it == conns_.end() || it->second.state != State::kHandshake) return;
-  it->second.state = State::kIdle;
-  it->second.last_use = ++clock_;
-  --peers_[it->second.peer].handshakes;
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  // Only this connection's thread changes a handshake's word.
+  uint8_t handshake = Conn::kHandshake;
+  if (!c.word.compare_exchange_strong(handshake, Conn::kIdle, std::memory_order_acq_rel)) return;
+  c.last_use.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  --peers_[c.peer].handshakes;
 }
 
-bool Admission::Busy(uint64_t id) {
+Admission::Slot* Admission::Find(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = conns_.find(id);
-  if (it == conns_.end() || it->second.reclaimed) return false;
-  if (it->second.state == State::kIdle) it->second.state = State::kBusy;
-  return true;
+  return it == conns_.end() ? nullptr : &it->second;
 }
 
-void Admission::Idle(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = conns_.find(id);
-  if (it == conns_.end() || it->second.state == State::kHandshake) return;
-  it->second.state = State::kIdle;
-  it->second.last_use = ++clock_;
+// Runs for every call: no lock but to confirm a reclaim (see Conn).
+bool Admission::Busy(Slot& c) {
+  uint8_t word = c.word.load(std::memory_order_acquire);
+  for (;;) {
+    if (word & Conn::kReclaimed) {
+      // Committed, or being decided by a Reserve that holds mu_ (it may
+      // undo it): its outcome, under mu_.
+      std::lock_guard<std::mutex> lock(mu_);
+      word = c.word.load(std::memory_order_acquire);
+      if (word & Conn::kReclaimed) return false;
+      continue;  // undone
+    }
+    if (word != Conn::kIdle) return true;  // in its handshake, or busy already
+    if (c.word.compare_exchange_weak(word, Conn::kBusy, std::memory_order_acq_rel)) return true;
+  }
+}
+
+void Admission::Idle(Slot& c) {
+  uint8_t word = c.word.load(std::memory_order_acquire);
+  do {
+    if ((word & Conn::kStateMask) == Conn::kHandshake) return;
+  } while (!c.word.compare_exchange_weak(
+      word, static_cast<uint8_t>((word & Conn::kReclaimed) | Conn::kIdle),
+      std::memory_order_acq_rel));
+  c.last_use.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 Status Admission::Reserve(uint64_t id, uint64_t bytes, Deadline deadline, uint64_t& in_use) {
@@ -160,7 +191,7 @@ Status Admission::Reserve(uint64_t id, uint64_t bytes, Deadline deadline, uint64
     while (releasing < shortfall) {
       Conn* victim = VictimLocked([](const Peer& q) { return q.kept(); }, would_keep, peer);
       if (victim == nullptr || victim->bytes == 0) break;
-      ReclaimLocked(*victim);
+      if (!TryReclaimLocked(*victim)) continue;  // a call started on it: look again
       releasing += victim->bytes;
       victims.push_back(victim);
     }
@@ -196,12 +227,13 @@ void Admission::Closed(uint64_t id) {
   if (it == conns_.end()) return;
   Conn& c = it->second;
   Peer& p = peers_[c.peer];
-  if (c.state == State::kHandshake) {
-    --p.handshakes;
-    c.state = State::kBusy;  // never a victim, never counted as a handshake again
-  }
-  if (!c.reclaimed) {
-    c.reclaimed = true;
+  // This connection's thread: its word changes under it only by a reclaim
+  // (under mu_, held here).
+  const uint8_t word = c.word.load(std::memory_order_acquire);
+  if ((word & Conn::kStateMask) == Conn::kHandshake) --p.handshakes;
+  // Never a victim, never counted as a handshake again, starts no call.
+  c.word.store(Conn::kBusy | Conn::kReclaimed, std::memory_order_release);
+  if (!(word & Conn::kReclaimed)) {
     --connections_;
     --p.connections;
     p.releasing += c.bytes;
@@ -217,14 +249,15 @@ void Admission::Release(uint64_t id) {
     Conn& c = it->second;
     auto pit = peers_.find(c.peer);
     Peer& p = pit->second;
-    if (c.state == State::kHandshake) --p.handshakes;
-    if (!c.reclaimed) {
+    const uint8_t word = c.word.load(std::memory_order_acquire);
+    if ((word & Conn::kStateMask) == Conn::kHandshake) --p.handshakes;
+    if (!(word & Conn::kReclaimed)) {
       --connections_;
       --p.connections;
     }
     bytes_ -= c.bytes;
     p.bytes -= c.bytes;
-    if (c.reclaimed) p.releasing -= c.bytes;
+    if (word & Conn::kReclaimed) p.releasing -= c.bytes;
     drop = std::move(c.reclaim);
     conns_.erase(it);
     if (p.connections == 0 && p.handshakes == 0 && p.bytes == 0) peers_.erase(pit);

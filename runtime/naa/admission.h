@@ -9,6 +9,7 @@
 #ifndef NAARPC_RUNTIME_NAA_ADMISSION_H_
 #define NAARPC_RUNTIME_NAA_ADMISSION_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "naarpc/deadline.h"
 #include "naarpc/status.h"
@@ -47,10 +49,34 @@ class Admission {
   Result<uint64_t> Admit(const std::string& peer, ReclaimFn reclaim);
   // The MRSP is done: the connection is an idle session.
   void HandshakeDone(uint64_t id);
+
+  // A connection's entry, for the per-call Busy/Idle without a lookup;
+  // valid until Release(id). Opaque.
+  class Slot {
+   public:
+    Slot(std::string p, uint64_t use, ReclaimFn fn)  // by Admit only
+        : peer(std::move(p)), last_use(use), reclaim(std::move(fn)) {}
+
+   private:
+    friend class Admission;
+    enum State : uint8_t { kHandshake = 0, kIdle = 1, kBusy = 2, kStateMask = 3, kReclaimed = 4 };
+
+    uint8_t state() const { return word.load(std::memory_order_acquire) & kStateMask; }
+    bool reclaimed() const { return (word.load(std::memory_order_acquire) & kReclaimed) != 0; }
+
+    const std::string peer;
+    std::atomic<uint8_t> word{kHandshake};  // State | kReclaimed (closing: no longer a slot)
+    uint64_t bytes = 0;                     // guarded by mu_
+    std::atomic<uint64_t> last_use;         // LRU order among idle sessions
+    ReclaimFn reclaim;                      // guarded by mu_
+  };
+  // The entry of `id`; nullptr if `id` is unknown (released).
+  Slot* Find(uint64_t id);
   // A call runs / the session is idle again (most recently used). Busy is
-  // false if the connection has been reclaimed (it is closing: skip the call).
-  bool Busy(uint64_t id);
-  void Idle(uint64_t id);
+  // false if the connection has been reclaimed (it is closing: skip the
+  // call). Neither takes the lock unless a reclaim is under way (below).
+  bool Busy(Slot& slot);
+  void Idle(Slot& slot);
   // Reserves `bytes` of the budgets for `id` (its MRSP). Short of memory, it
   // reclaims idle sessions of peers holding more bytes than this peer would
   // and waits (until `deadline`) for them to release theirs. On refusal,
@@ -67,15 +93,16 @@ class Admission {
   uint64_t reclaimed() const;  // sessions reclaimed so far
 
  private:
-  enum class State : uint8_t { kHandshake, kIdle, kBusy };
-  struct Conn {
-    std::string peer;
-    State state = State::kHandshake;
-    uint64_t bytes = 0;
-    uint64_t last_use = 0;     // LRU order among idle sessions
-    bool reclaimed = false;    // closing: no longer counted as a slot
-    ReclaimFn reclaim;
-  };
+  // A call starting and a reclaim race on one atomic word per connection,
+  // its state and a "reclaimed" bit, changed by compare-and-swap only:
+  //  - Busy: kIdle -> kBusy, only while the bit is clear;
+  //  - a reclaim (under mu_): kIdle -> kIdle | kReclaimed, only while idle.
+  // Whichever swaps first wins: a session whose call has started is never
+  // reclaimed (the reclaim sees kBusy and takes another victim), and a
+  // reclaimed session starts no call (Busy sees the bit). Reserve may undo a
+  // reclaim (UnreclaimLocked) before it releases mu_, so Busy confirms a set
+  // bit under mu_: only a committed reclaim makes it false.
+  using Conn = Slot;
   struct Peer {
     size_t connections = 0;  // not reclaimed
     size_t handshakes = 0;
@@ -90,9 +117,10 @@ class Admission {
   template <typename Measure>
   Conn* VictimLocked(Measure measure, uint64_t than, const std::string& except);
   // Marks `c` reclaimed: its slot is free now, its bytes once it releases.
+  // False, and nothing changed, if a call has started on it meanwhile.
   // Unreclaim undoes it (a reclaim that would not have been enough).
   // REQUIRES: mu_ held.
-  void ReclaimLocked(Conn& c);
+  bool TryReclaimLocked(Conn& c);
   void UnreclaimLocked(Conn& c);
 
   const Limits limits_;
@@ -103,7 +131,7 @@ class Admission {
   size_t connections_ = 0;            // not reclaimed; guarded by mu_
   uint64_t bytes_ = 0;                // guarded by mu_
   uint64_t next_id_ = 1;              // guarded by mu_
-  uint64_t clock_ = 0;                // LRU ticks; guarded by mu_
+  std::atomic<uint64_t> clock_{0};    // LRU ticks
   uint64_t reclaimed_ = 0;            // guarded by mu_
 };
 

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace naarpc::internal {
@@ -43,6 +45,9 @@ uint64_t Session(Admission& a, const std::string& peer, std::vector<uint64_t>* c
   return *id;
 }
 
+bool Busy(Admission& a, uint64_t id) { return a.Busy(*a.Find(id)); }
+void Idle(Admission& a, uint64_t id) { a.Idle(*a.Find(id)); }
+
 TEST(Admission, HandshakesAreCappedPerPeer) {
   Admission a(Limits(10, 100));
   ASSERT_TRUE(a.Admit("A", nullptr).ok());
@@ -61,12 +66,12 @@ TEST(Admission, ANewcomerTakesTheLeastRecentlyUsedIdleSessionOfTheBiggestPeer) {
   std::vector<uint64_t> closed;
   const uint64_t a1 = Session(a, "A", &closed), a2 = Session(a, "A", &closed);
   const uint64_t a3 = Session(a, "A", &closed), a4 = Session(a, "A", &closed);
-  ASSERT_TRUE(a.Busy(a1));  // a1 in a call, then used last
-  a.Idle(a1);
-  ASSERT_TRUE(a.Busy(a3));  // a3 in a call: never reclaimed
+  ASSERT_TRUE(Busy(a, a1));  // a1 in a call, then used last
+  Idle(a, a1);
+  ASSERT_TRUE(Busy(a, a3));  // a3 in a call: never reclaimed
   const uint64_t b1 = Session(a, "B", &closed);
   EXPECT_EQ(closed, std::vector<uint64_t>{a2});  // least recently used idle
-  EXPECT_FALSE(a.Busy(a2));                      // it is closing
+  EXPECT_FALSE(Busy(a, a2));                      // it is closing
   EXPECT_EQ(a.connections(), 4u);
   EXPECT_EQ(a.reclaimed(), 1u);
   // B (1) may take from A (3): A keeps more than B would (2).
@@ -94,8 +99,8 @@ TEST(Admission, MemoryIsReclaimedFromAPeerThatKeepsMore) {
   const uint64_t a2 = Session(a, "A", &closed, /*ends=*/true);
   ASSERT_TRUE(a.Reserve(a1, 45, Deadline::Infinite(), in_use).ok());
   ASSERT_TRUE(a.Reserve(a2, 45, Deadline::Infinite(), in_use).ok());
-  ASSERT_TRUE(a.Busy(a2));  // a2 in a call, idle again: a1 is the least recently used
-  a.Idle(a2);
+  ASSERT_TRUE(Busy(a, a2));  // a2 in a call, idle again: a1 is the least recently used
+  Idle(a, a2);
   // B needs 30 of the 10 left: A's least recently used session (45) goes,
   // and B's reservation waits until it has released its memory.
   const uint64_t b1 = Session(a, "B", &closed);
@@ -147,6 +152,37 @@ TEST(Admission, AClosedConnectionFreesItsSlotAtOnceAndItsBytesOnRelease) {
   EXPECT_EQ(a.reserved_bytes(), 0u);
   EXPECT_TRUE(a.Reserve(*second, 40, Deadline::After(std::chrono::seconds(0)), in_use).ok());
   EXPECT_EQ(a.reclaimed(), 0u);  // closing is not reclaiming
+}
+
+// Busy and a reclaim decide on one atomic word, without the lock: a session
+// is reclaimed only between calls, and a reclaimed one starts no call.
+TEST(Admission, ASessionIsNeverReclaimedDuringACall) {
+  for (int round = 0; round < 100; ++round) {
+    Admission a(Limits(2, 100));
+    std::atomic<bool> in_call{false};
+    std::atomic<bool> reclaimed_in_call{false};
+    auto a1 = a.Admit("A", [&] { reclaimed_in_call = reclaimed_in_call || in_call.load(); });
+    ASSERT_TRUE(a1.ok());
+    a.HandshakeDone(*a1);
+    std::vector<uint64_t> closed;
+    const uint64_t a2 = Session(a, "A", &closed);
+    ASSERT_TRUE(Busy(a, a2));  // busy throughout: a1 is the only possible victim
+    Admission::Slot* slot = a.Find(*a1);
+    std::thread calls([&] {
+      while (a.Busy(*slot)) {  // calls in a loop until reclaimed
+        in_call = true;
+        in_call = false;
+        a.Idle(*slot);
+      }
+    });
+    // B (1) takes a slot from A (2) once a1 is between calls.
+    Result<uint64_t> b1 = a.Admit("B", nullptr);
+    while (!b1.ok()) b1 = a.Admit("B", nullptr);
+    calls.join();  // it saw the reclaim
+    EXPECT_FALSE(reclaimed_in_call.load());
+    EXPECT_EQ(a.reclaimed(), 1u);
+    EXPECT_TRUE(closed.empty());  // not a2, busy
+  }
 }
 
 }  // namespace

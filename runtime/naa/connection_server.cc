@@ -58,6 +58,7 @@ void ConnectionServer::Ended() {
       view_.internal_template.clear();
       view_.internal.clear();
       regions_.groups.clear();  // the regions' memory
+      place_.admission_slot = nullptr;
       server_.shared->admission.Release(std::exchange(place_.admission_id, 0));
     }
   }
@@ -182,13 +183,14 @@ Status ConnectionServer::ServeQueuedCalls() {
   while (!calls_.queued.empty()) {
     const uint32_t imm = calls_.queued.Pop();
     // Reclaimed while the call came: the connection is closing anyway.
-    if (!server_.shared->admission.Busy(place_.admission_id)) {
+    if (place_.admission_slot == nullptr ||
+        !server_.shared->admission.Busy(*place_.admission_slot)) {
       protocol_.phase = Phase::kEnded;
       return Status::Ok();
     }
     server_.engine.BeforeBlocking();  // the kernel may take long: others are served meanwhile
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
-    server_.shared->admission.Idle(place_.admission_id);
+    server_.shared->admission.Idle(*place_.admission_slot);
     // After a kernel timeout no later call may land in memory the kernel
     // still uses: the connection ends (docs/protocol.md 7.4).
     if (calls_.kernel_overran) {

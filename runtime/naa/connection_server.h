@@ -162,7 +162,10 @@ class ConnectionServer final : public Driven,
   ~ConnectionServer() override;
 
   // REQUIRES: before Begin(); `id` from Admission::Admit.
-  void SetAdmission(uint64_t id) { place_.admission_id = id; }
+  void SetAdmission(uint64_t id) {
+    place_.admission_id = id;
+    place_.admission_slot = server_.shared->admission.Find(id);
+  }
   // Called once, when the connection has ended (Ended()).
   void SetOnEnd(std::function<void()> on_end) { place_.on_end = std::move(on_end); }
   // Before the engine drives it: the MRSP buffers, the receive for the
@@ -279,6 +282,7 @@ class ConnectionServer final : public Driven,
     const std::string peer_host;  // the statistics' peer
     int fd = -1;                  // conn_->notify_fd()
     uint64_t admission_id = 0;    // its slot and bytes in ServerShared::admission
+    Admission::Slot* admission_slot = nullptr;  // of admission_id, until it is released
     std::function<void()> on_end;
   };
 
