@@ -72,7 +72,7 @@ Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
   r.len = buffer.length;
   if (buffer.length > 0) {
     r.error = mrs_->Check(buffer.lkey, MrTable::kLkeyTag, buffer.addr, buffer.length,
-                          kAccessLocalWrite, &r.mr_index);
+                          kAccessLocalWrite, &r.mr_index, nullptr, &mr_cache_);
   }
   rq_.push_back(r);
   return Status::Ok();
@@ -157,7 +157,10 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
       uint32_t err = kEmuErrNone;
       for (const LocalBuffer& b : r.sg_list) {
         uint32_t index;
-        if (b.length > 0) err = mrs_->Check(b.lkey, MrTable::kLkeyTag, b.addr, b.length, 0, &index);
+        if (b.length > 0) {
+          err = mrs_->Check(b.lkey, MrTable::kLkeyTag, b.addr, b.length, 0, &index, nullptr,
+                            &mr_cache_);
+        }
         if (err != kEmuErrNone) break;
         total += b.length;
       }
@@ -178,7 +181,8 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
       }
     } else if (w.len > 0) {
       uint32_t index;
-      uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index);
+      uint32_t err = mrs_->Check(r.local.lkey, MrTable::kLkeyTag, r.local.addr, w.len, 0, &index,
+                                 nullptr, &mr_cache_);
       if (err != kEmuErrNone) {
         w.fail = CompletionStatus::kLocalProtectionError;
         w.vendor_err = err;

@@ -279,6 +279,7 @@ class EmuConnection final : public Connection {
   const std::string peer_;
   const EmulatedOptions opts_;
   const std::shared_ptr<MrTable> mrs_;
+  MrTable::Cache mr_cache_;  // guarded by op_mu_
 
   std::mutex op_mu_;  // held by every operation; Disconnect only try-locks
   std::atomic<bool> disconnect_requested_{false};

@@ -191,6 +191,33 @@ TEST(EmulatedTransport, BadLkeyIsALocalProtectionError) {
   EXPECT_EQ(cc[1].status, CompletionStatus::kFlushed);
 }
 
+// A connection remembers the regions it has checked (MrTable::Cache): a
+// region deregistered after it was used is refused all the same.
+TEST(EmulatedTransport, ARegionUsedBeforeIsRefusedOnceDeregistered) {
+  auto t = NewEmulatedTransport();
+  for (const bool local : {true, false}) {
+    SCOPED_TRACE(local ? "the local region" : "the remote region");
+    Pair p = MakePair(*t);
+    ASSERT_TRUE(p.client && p.server);
+    Buf target = Reg(*p.server, 64);
+    Buf src = Reg(*p.client, 64, kAccessLocalWrite, 0x3c);
+    const LocalBuffer from = src.local(0, 64);
+    const uint64_t to = target.addr();
+    const uint32_t rkey = target.mr->rkey();
+    ASSERT_TRUE(Post(*p.client, {Write(1, from, to, rkey)}).ok());
+    Side c{p.client.get()}, s{p.server.get()};
+    ASSERT_TRUE(RunUntil({&c, &s}, [&] { return !c.got.empty(); }));
+    ASSERT_EQ(c.got[0].status, CompletionStatus::kSuccess);
+    (local ? src : target).mr.reset();
+    ASSERT_TRUE(Post(*p.client, {Write(2, from, to, rkey)}).ok());
+    ASSERT_TRUE(RunUntil({&c, &s}, [&] { return c.got.size() >= 2; }));
+    EXPECT_EQ(c.got[1].wr_id, 2u);
+    EXPECT_EQ(c.got[1].status, local ? CompletionStatus::kLocalProtectionError
+                                     : CompletionStatus::kRemoteAccessError);
+    EXPECT_EQ(c.got[1].vendor_err, local ? kEmuErrBadLkey : kEmuErrBadRkey);
+  }
+}
+
 TEST(EmulatedTransport, UnsignaledErrorsStillComplete) {
   auto t = NewEmulatedTransport();
   Pair p = MakePair(*t);

@@ -4,6 +4,7 @@
 #ifndef NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_MEMORY_TABLE_H_
 #define NAARPC_RUNTIME_TRANSPORT_IMPL_EMULATED_MEMORY_TABLE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,21 +37,49 @@ class MrTable {
     uint32_t access = 0;
   };
 
+  // What one connection has looked up, to check keys without the lock:
+  // regions found, valid while the table's version is the one they were
+  // found at. Only a deregistration changes a region (indexes are never
+  // reused; binds and invalidates change windows, never cached), and it
+  // bumps the version under the lock, after the change: a check that reads
+  // an unchanged version (acquire) gives what a locked lookup at that moment
+  // would give, and one that happens after a deregistration returned sees the
+  // new version. Used by one thread at a time (the connection's op_mu_).
+  class Cache {
+   private:
+    friend class MrTable;
+    struct Item {
+      uint32_t index;
+      uint8_t* addr;
+      size_t len;
+      uint32_t access;
+    };
+    const Item* Find(uint64_t version, uint32_t index) const;
+    void Put(uint64_t version, const Item& item);
+
+    static constexpr size_t kSize = 8;
+    uint64_t version_ = UINT64_MAX;  // of every item; none yet
+    size_t size_ = 0, next_ = 0;     // items; the next to replace once full
+    Item items_[kSize];
+  };
+
   // New indexes; kResourceExhausted once the 24-bit index space is used.
   Result<uint32_t> AddRegion(void* addr, size_t length, uint32_t access);
   Result<uint32_t> AddWindow();
   void RemoveRegion(uint32_t index);
   void RemoveWindow(uint32_t index);
 
-  bool Exists(uint32_t index);
+  bool Exists(uint32_t index, Cache* cache = nullptr);
   // Window `index` is still bound under key byte `key`.
   bool WindowOpen(uint32_t index, uint8_t key);
 
   // Validates [addr, addr+len) under `key`; returns 0 or an EmulatedVendorError.
   // A window key (remote only) is checked for state, key byte, the window's
   // range and access, then its region; *window_out is then its index.
+  // With `cache`, a region looked up before is checked without the lock.
   uint32_t Check(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
-                 uint32_t need, uint32_t* index_out, uint32_t* window_out = nullptr);
+                 uint32_t need, uint32_t* index_out, uint32_t* window_out = nullptr,
+                 Cache* cache = nullptr);
 
   // Executes a BIND_MW / LOCAL_INV; empty on success, else why it was refused.
   std::string Bind(const WindowOp& op);
@@ -73,7 +102,12 @@ class MrTable {
   };
   static constexpr uint32_t kMaxIndex = (1u << 24) - 1;
 
+  // Bounds and access of a region [base, base+size) with `access`, for Check.
+  static uint32_t CheckRegion(const uint8_t* base, size_t size, uint32_t access, bool remote,
+                              uint64_t addr, uint64_t len, uint32_t need);
+
   std::mutex mu_;
+  std::atomic<uint64_t> version_{0};  // +1 per deregistration; written under mu_
   std::unordered_map<uint32_t, Entry> regions_;
   std::unordered_map<uint32_t, Window> windows_;
   uint32_t next_index_ = 1;

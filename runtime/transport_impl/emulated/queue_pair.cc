@@ -143,7 +143,7 @@ bool EmuConnection::InDestValid() {
                   "memory window deallocated while data arrived through it");
     return false;
   }
-  if (in_.mr_index == 0 || mrs_->Exists(in_.mr_index)) return true;
+  if (in_.mr_index == 0 || mrs_->Exists(in_.mr_index, &mr_cache_)) return true;
   ResponderFail(in_.hdr.seq,
                 in_.hdr.type == kFrameSend ? CompletionStatus::kRemoteInvalidRequest
                                            : CompletionStatus::kRemoteAccessError,
@@ -186,7 +186,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
     RecvWr& r = rq_.front();
     if (h.length > 0) {
       uint32_t err = r.error;
-      if (err == kEmuErrNone && r.mr_index != 0 && !mrs_->Exists(r.mr_index)) {
+      if (err == kEmuErrNone && r.mr_index != 0 && !mrs_->Exists(r.mr_index, &mr_cache_)) {
         err = kEmuErrBadLkey;
       }
       if (err == kEmuErrNone && h.length > r.len) {
@@ -210,7 +210,7 @@ void EmuConnection::ProcessRequest(const Header& h) {
     }
   } else if (h.length > 0) {  // WRITE / WRITE_IMM
     uint32_t err = mrs_->Check(h.key, MrTable::kRkeyTag, h.addr, h.length, kAccessRemoteWrite,
-                               &in_.mr_index, &in_.window_index);
+                               &in_.mr_index, &in_.window_index, &mr_cache_);
     if (err != kEmuErrNone) {
       ResponderFail(h.seq, CompletionStatus::kRemoteAccessError, err,
                     "remote access error (rkey " + Hex(h.key) + ", addr " + Hex(h.addr) +
