@@ -258,11 +258,15 @@ class EmuConnection final : public Connection {
   // Executes the local WRs posted before frame `before_seq` (after_seq <
   // before_seq); false while one must wait (an invalidate whose window an
   // incoming write is landing through) or has failed.
-  bool RunLocal(uint64_t before_seq);
+  bool RunLocal(uint64_t before_seq) { return sq_.local.empty() || RunLocalWrs(before_seq); }
+  bool RunLocalWrs(uint64_t before_seq);
   void ExecuteLocal(LocalWr& l);
   // Completes executed local WRs whose preceding frames have completed (in
   // send-queue order); a failed one then breaks the connection.
-  void RetireLocal();
+  void RetireLocal() {
+    if (!sq_.local.empty()) RetireLocalWrs();
+  }
+  void RetireLocalWrs();
 
   // frame_io.cc
   void EnqueueFrame(const SendWr& w);

@@ -37,14 +37,6 @@ void MrTable::RemoveWindow(uint32_t index) {
   windows_.erase(index);
 }
 
-const MrTable::Cache::Item* MrTable::Cache::Find(uint64_t version, uint32_t index) const {
-  if (version != version_) return nullptr;
-  for (size_t i = 0; i < size_; ++i) {
-    if (items_[i].index == index) return &items_[i];
-  }
-  return nullptr;
-}
-
 void MrTable::Cache::Put(uint64_t version, const Item& item) {
   if (version != version_) {
     version_ = version;
@@ -58,10 +50,7 @@ void MrTable::Cache::Put(uint64_t version, const Item& item) {
   }
 }
 
-bool MrTable::Exists(uint32_t index, Cache* cache) {
-  if (cache != nullptr && cache->Find(version_.load(std::memory_order_acquire), index)) {
-    return true;
-  }
+bool MrTable::ExistsLocked(uint32_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   return regions_.count(index) != 0;
 }
@@ -72,30 +61,11 @@ bool MrTable::WindowOpen(uint32_t index, uint8_t key) {
   return it != windows_.end() && it->second.bound && it->second.key == key;
 }
 
-uint32_t MrTable::CheckRegion(const uint8_t* base_ptr, size_t size, uint32_t access, bool remote,
-                              uint64_t addr, uint64_t len, uint32_t need) {
-  const uint64_t base = reinterpret_cast<uintptr_t>(base_ptr);
-  if (addr < base || len > size || addr - base > size - len) {
-    return remote ? kEmuErrRemoteBounds : kEmuErrBadLkey;
-  }
-  if ((access & need) != need) {
-    return remote ? kEmuErrNoRemoteWrite : kEmuErrNoLocalWrite;
-  }
-  return kEmuErrNone;
-}
-
-uint32_t MrTable::Check(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len, uint32_t need,
-                        uint32_t* index_out, uint32_t* window_out, Cache* cache) {
+uint32_t MrTable::CheckLocked(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
+                              uint32_t need, uint32_t* index_out, uint32_t* window_out,
+                              Cache* cache) {
   const bool remote = tag == kRkeyTag;
   uint32_t index = key >> 8;
-  if (cache != nullptr && (key & 0xff) == tag) {
-    // A region's index is never a window's: no window lookup to make.
-    if (const Cache::Item* c = cache->Find(version_.load(std::memory_order_acquire), index)) {
-      const uint32_t err = CheckRegion(c->addr, c->len, c->access, remote, addr, len, need);
-      if (err == kEmuErrNone) *index_out = index;
-      return err;
-    }
-  }
   std::lock_guard<std::mutex> lock(mu_);
   if (remote) {
     if (auto w = windows_.find(index); w != windows_.end()) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "naarpc/transport.h"
+#include "runtime/transport_impl/emulated/emulated_options.h"
 
 namespace naarpc {
 namespace emulated {
@@ -54,7 +55,13 @@ class MrTable {
       size_t len;
       uint32_t access;
     };
-    const Item* Find(uint64_t version, uint32_t index) const;
+    const Item* Find(uint64_t version, uint32_t index) const {
+      if (version != version_) return nullptr;
+      for (size_t i = 0; i < size_; ++i) {
+        if (items_[i].index == index) return &items_[i];
+      }
+      return nullptr;
+    }
     void Put(uint64_t version, const Item& item);
 
     static constexpr size_t kSize = 8;
@@ -69,7 +76,12 @@ class MrTable {
   void RemoveRegion(uint32_t index);
   void RemoveWindow(uint32_t index);
 
-  bool Exists(uint32_t index, Cache* cache = nullptr);
+  bool Exists(uint32_t index, Cache* cache = nullptr) {
+    if (cache != nullptr && cache->Find(version_.load(std::memory_order_acquire), index)) {
+      return true;
+    }
+    return ExistsLocked(index);
+  }
   // Window `index` is still bound under key byte `key`.
   bool WindowOpen(uint32_t index, uint8_t key);
 
@@ -79,7 +91,19 @@ class MrTable {
   // With `cache`, a region looked up before is checked without the lock.
   uint32_t Check(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
                  uint32_t need, uint32_t* index_out, uint32_t* window_out = nullptr,
-                 Cache* cache = nullptr);
+                 Cache* cache = nullptr) {
+    if (cache != nullptr && (key & 0xff) == tag) {
+      // A region's index is never a window's: no window lookup to make.
+      const uint32_t index = key >> 8;
+      if (const Cache::Item* c = cache->Find(version_.load(std::memory_order_acquire), index)) {
+        const uint32_t err =
+            CheckRegion(c->addr, c->len, c->access, tag == kRkeyTag, addr, len, need);
+        if (err == kEmuErrNone) *index_out = index;
+        return err;
+      }
+    }
+    return CheckLocked(key, tag, addr, len, need, index_out, window_out, cache);
+  }
 
   // Executes a BIND_MW / LOCAL_INV; empty on success, else why it was refused.
   std::string Bind(const WindowOp& op);
@@ -103,8 +127,19 @@ class MrTable {
   static constexpr uint32_t kMaxIndex = (1u << 24) - 1;
 
   // Bounds and access of a region [base, base+size) with `access`, for Check.
-  static uint32_t CheckRegion(const uint8_t* base, size_t size, uint32_t access, bool remote,
-                              uint64_t addr, uint64_t len, uint32_t need);
+  static uint32_t CheckRegion(const uint8_t* base_ptr, size_t size, uint32_t access, bool remote,
+                              uint64_t addr, uint64_t len, uint32_t need) {
+    const uint64_t base = reinterpret_cast<uintptr_t>(base_ptr);
+    if (addr < base || len > size || addr - base > size - len) {
+      return remote ? kEmuErrRemoteBounds : kEmuErrBadLkey;
+    }
+    if ((access & need) != need) return remote ? kEmuErrNoRemoteWrite : kEmuErrNoLocalWrite;
+    return kEmuErrNone;
+  }
+  // Check and Exists under mu_ (the cache filled where it applies).
+  uint32_t CheckLocked(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len, uint32_t need,
+                       uint32_t* index_out, uint32_t* window_out, Cache* cache);
+  bool ExistsLocked(uint32_t index);
 
   std::mutex mu_;
   std::atomic<uint64_t> version_{0};  // +1 per deregistration; written under mu_

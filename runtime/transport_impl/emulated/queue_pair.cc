@@ -249,7 +249,7 @@ void EmuConnection::FinishRequest() {
   out_.acked = in_.hdr.seq;
 }
 
-bool EmuConnection::RunLocal(uint64_t before_seq) {
+bool EmuConnection::RunLocalWrs(uint64_t before_seq) {
   for (LocalWr& l : sq_.local) {
     if (l.after_seq >= before_seq) return true;
     if (l.executed) {
@@ -279,7 +279,7 @@ void EmuConnection::ExecuteLocal(LocalWr& l) {
   l.fail_reason = std::move(refused);
 }
 
-void EmuConnection::RetireLocal() {
+void EmuConnection::RetireLocalWrs() {
   while (!broken_ && !sq_.local.empty()) {
     const LocalWr& l = sq_.local.front();
     if (!l.executed) return;

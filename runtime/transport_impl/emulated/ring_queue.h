@@ -82,11 +82,23 @@ class RingQueue {
   void clear() {
     while (!empty()) pop_front();
   }
-  // Inserts `v` before `pos`, shifting the elements from `pos` on back by one.
+  void push_front(T&& v) {
+    if (size_ == capacity_) Grow();
+    head_ = (head_ - 1) & mask_;
+    slots_[head_] = std::move(v);
+    ++size_;
+  }
+  // Inserts `v` before `pos`, shifting the elements on the shorter side of
+  // `pos` by one (none at the front).
   void insert(iterator pos, T&& v) {
     const size_t at = pos.index();
-    push_back(std::move(v));
-    for (size_t i = size_ - 1; i > at; --i) std::swap((*this)[i], (*this)[i - 1]);
+    if (at < size_ - at) {
+      push_front(std::move(v));
+      for (size_t i = 0; i < at; ++i) std::swap((*this)[i], (*this)[i + 1]);
+    } else {
+      push_back(std::move(v));
+      for (size_t i = size_ - 1; i > at; --i) std::swap((*this)[i], (*this)[i - 1]);
+    }
   }
   // Removes the element at `pos`, shifting the ones behind it forward.
   void erase(iterator pos) {

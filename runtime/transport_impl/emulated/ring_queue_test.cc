@@ -63,6 +63,20 @@ TEST(RingQueue, InsertAndEraseInTheMiddleAcrossTheWrap) {
   for (size_t i = 0; i < model.size(); ++i) EXPECT_EQ(ring[i], model[i]) << i;
 }
 
+// Inserting at or near the front shifts the front side (wrapping below the
+// first slot), near the back the back side; growth keeps the order.
+TEST(RingQueue, InsertShiftsTheShorterSide) {
+  RingQueue<int> ring;
+  std::deque<int> model;
+  for (int i = 0; i < 40; ++i) {  // through two growths
+    const size_t at = i % 3 == 0 ? 0 : i % 3 == 1 ? model.size() / 3 : model.size() - model.size() / 4;
+    ring.insert(ring.begin() + static_cast<std::ptrdiff_t>(at), int{i});
+    model.insert(model.begin() + static_cast<std::ptrdiff_t>(at), i);
+    ASSERT_EQ(ring.size(), model.size());
+    for (size_t k = 0; k < model.size(); ++k) ASSERT_EQ(ring[k], model[k]) << i << " " << k;
+  }
+}
+
 // Elements that own memory give it up when they leave the queue.
 TEST(RingQueue, OwningElementsAreReleasedOnPopAndErase) {
   RingQueue<std::string> ring;
