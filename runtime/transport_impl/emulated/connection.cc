@@ -58,7 +58,7 @@ Status EmuConnection::CheckLocalRequest(const SendRequest& r) const {
 }
 
 Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   CheckDisconnectRequest();
   if (broken_) return DownError();
   if (opts_.recv_queue_depth != 0 && rq_.size() >= opts_.recv_queue_depth) {
@@ -79,7 +79,7 @@ Status EmuConnection::PostRecv(uint64_t wr_id, const LocalBuffer& buffer) {
 }
 
 Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   CheckDisconnectRequest();
   if (broken_) return DownError();
   for (const SendRequest& r : requests) {
@@ -312,7 +312,7 @@ void EmuConnection::ProgressUntil(Deadline deadline, Ready&& ready) {
 }
 
 Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadline deadline) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
   ProgressUntil(deadline, [this] { return !cq_.empty(); });
   if (!cq_.empty()) return cq_.Drain(out);
@@ -321,13 +321,13 @@ Result<size_t> EmuConnection::PollCompletions(std::span<Completion> out, Deadlin
 }
 
 Status EmuConnection::RequestNotify(NotifyMode mode) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   cq_.Arm(mode);
   return Status::Ok();
 }
 
 Result<bool> EmuConnection::WaitNotify(Deadline deadline) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   ProgressUntil(deadline, [this] { return cq_.event_pending(); });
   const bool event = cq_.TakeEvent();
   UpdateNotifyFd();  // its push may break the connection and raise one
@@ -337,7 +337,7 @@ Result<bool> EmuConnection::WaitNotify(Deadline deadline) {
 }
 
 Result<size_t> EmuConnection::TryPollCompletions(std::span<Completion> out) {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   if (out.empty()) return InvalidArgumentError("emulated transport: empty completion array");
   CheckDisconnectRequest();
   if (cq_.empty() && !broken_) {
@@ -371,7 +371,7 @@ Status EmuConnection::Disconnect() {
 }
 
 int EmuConnection::notify_fd() {
-  std::lock_guard<std::mutex> lock(op_mu_);
+  std::lock_guard<OpMutex> lock(op_mu_);
   if (notify_.ep.get() >= 0) return notify_.ep.get();
   UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));

@@ -178,6 +178,36 @@ struct NotifyFd {
   bool out = false;
 };
 
+// The connection's operation lock: every Connection call takes it, nearly
+// always uncontended (a connection is driven by one thread; Disconnect from
+// another only try-locks). One compare-and-swap to lock and one exchange to
+// unlock, instead of a pthread mutex's calls; a waiter sleeps in the kernel
+// (atomic wait: a futex), as the owner may hold it through a blocking read.
+// 0: free, 1: locked, 2: locked and maybe waited for (Drepper, "Futexes Are
+// Tricky", mutex 2).
+class OpMutex {
+ public:
+  void lock() {
+    uint32_t s = 0;
+    if (state_.compare_exchange_strong(s, 1, std::memory_order_acquire)) return;
+    if (s != 2) s = state_.exchange(2, std::memory_order_acquire);
+    while (s != 0) {
+      state_.wait(2, std::memory_order_relaxed);
+      s = state_.exchange(2, std::memory_order_acquire);
+    }
+  }
+  bool try_lock() {
+    uint32_t s = 0;
+    return state_.compare_exchange_strong(s, 1, std::memory_order_acquire);
+  }
+  void unlock() {
+    if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
+  }
+
+ private:
+  std::atomic<uint32_t> state_{0};
+};
+
 class EmuConnection final : public Connection {
  public:
   EmuConnection(UniqueFd fd, bool listener_side, std::string peer, EmulatedOptions opts);
@@ -285,7 +315,7 @@ class EmuConnection final : public Connection {
   const std::shared_ptr<MrTable> mrs_;
   MrTable::Cache mr_cache_;  // guarded by op_mu_
 
-  std::mutex op_mu_;  // held by every operation; Disconnect only try-locks
+  OpMutex op_mu_;  // held by every operation; Disconnect only try-locks
   std::atomic<bool> disconnect_requested_{false};
   bool broken_ = false;
   std::string broken_reason_;
