@@ -260,8 +260,8 @@ class ConnectionServer final : public Driven,
   Status StartInterceptors(uint8_t function_code);
   void EndObserved(uint8_t naa_status, uint64_t bytes_out);
 
-  // Streams: per connection, in stream order; the kernel may pump from its
-  // worker thread while the connection thread waits for it.
+  // Streams: per connection, in stream order; pump_mu hands the connection
+  // over from a kernel that overran to the watchdog's thread.
   struct CallStreams {
     std::vector<std::unique_ptr<StreamImpl>> list;
     std::vector<NaaStream*> ptrs;
