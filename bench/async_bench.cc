@@ -2,12 +2,16 @@
 // engine (AddAsync, one engine thread, each callback submitting the next
 // call) vs. the same K in flight from K threads making blocking calls (Add),
 // measured in the same run against the same software NAA (a child process
-// serving services/vector). Prints calls/s for both, their ratio, and the
-// client threads each used.
+// serving services/vector). Prints calls/s for both, their ratio, the
+// client threads each used, and what a call cost in CPU time: the client's
+// and the NAA's processes per call in each mode, and the engine thread's
+// time on a CPU and waiting for one (runnable) per call. CPU time per call
+// stays readable when other work shares the machine; calls/s does not.
 //
 //   bazel run -c opt //bench:async_bench -- [--transport=emulated|verbs]
 //       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000]
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +53,62 @@ int ThreadsNamed(const std::string& prefix) {
   return n;
 }
 
+// CPU time (ns) of a whole process, its exited threads included; -1 if
+// unreadable.
+int64_t ProcessCpuNs(pid_t pid) {
+  clockid_t clock;
+  timespec ts{};
+  if (clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return -1;
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Time (ns) the thread of this process named `name` ran on a CPU and
+// waited runnable for one (/proc/.../schedstat); nullopt if none (or
+// several) run by that name.
+struct SchedTimes {
+  int64_t run_ns = 0, wait_ns = 0;
+};
+std::optional<SchedTimes> ThreadSchedTimes(const std::string& name) {
+  std::optional<SchedTimes> found;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return std::nullopt;
+  int matches = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string comm_name;
+    if (!std::getline(comm, comm_name) || comm_name != name) continue;
+    ++matches;
+    std::ifstream sched(task + "/schedstat");
+    SchedTimes t;
+    if (sched >> t.run_ns >> t.wait_ns) found = t;
+  }
+  closedir(dir);
+  return matches == 1 ? found : std::nullopt;
+}
+
+// CPU time per call (µs) of the client's and the NAA's processes over a
+// timed run; -1: not measured.
+struct CpuPerCall {
+  double client_us = -1, naa_us = -1;
+};
+class CpuMeter {
+ public:
+  explicit CpuMeter(pid_t naa)
+      : naa_(naa), client0_(ProcessCpuNs(getpid())), naa0_(ProcessCpuNs(naa)) {}
+  CpuPerCall PerCall(size_t calls) const {
+    const auto per_call = [calls](int64_t before, int64_t after) {
+      return before < 0 || after < 0 ? -1.0 : double(after - before) / 1e3 / double(calls);
+    };
+    return {per_call(client0_, ProcessCpuNs(getpid())), per_call(naa0_, ProcessCpuNs(naa_))};
+  }
+
+ private:
+  pid_t naa_;
+  int64_t client0_, naa0_;
+};
+
 struct Slot {
   std::vector<float> a = std::vector<float>(1024, 1.0f);
   std::vector<float> b = std::vector<float>(1024, 2.0f);
@@ -60,9 +120,13 @@ struct EngineRun {
   double calls_per_s = 0;
   int engine_threads = 0, helper_threads = 0;
   bool ok = true;
+  CpuPerCall cpu;
+  // The engine thread per call: on a CPU, and runnable waiting for one
+  // (-1: not read).
+  double engine_run_us = -1, engine_wait_us = -1;
 };
 EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                    size_t inflight, size_t calls) {
+                    pid_t naa, size_t inflight, size_t calls) {
   std::vector<Slot> slots(inflight);
   std::atomic<size_t> submitted{0}, finished{0};
   std::atomic<bool> failed{false};
@@ -81,7 +145,9 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
       const naarpc::Status st = w.get();
       if (!st.ok()) {
         std::fprintf(stderr, "async warm-up call: %s\n", st.ToString().c_str());
-        return {0, 0, 0, false};
+        EngineRun failed_run;
+        failed_run.ok = false;
+        return failed_run;
       }
     }
   }
@@ -95,18 +161,31 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
       next(s);
     }, naarpc::Deadline::After(kCallDeadline));
   };
+  const std::optional<SchedTimes> sched0 = ThreadSchedTimes("naarpc-engine");
+  const CpuMeter cpu(naa);
   const auto start = Clock::now();
   for (Slot& s : slots) next(s);
   const int engine_threads = ThreadsNamed("naarpc-engine");
   const int helper_threads = ThreadsNamed("naarpc-helper");
   all_done.get_future().wait();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return {double(calls) / seconds, engine_threads, helper_threads, !failed.load()};
+  EngineRun run;
+  run.calls_per_s = double(calls) / seconds;
+  run.engine_threads = engine_threads;
+  run.helper_threads = helper_threads;
+  run.ok = !failed.load();
+  run.cpu = cpu.PerCall(calls);
+  if (const std::optional<SchedTimes> sched1 = ThreadSchedTimes("naarpc-engine");
+      sched0 && sched1) {
+    run.engine_run_us = double(sched1->run_ns - sched0->run_ns) / 1e3 / double(calls);
+    run.engine_wait_us = double(sched1->wait_ns - sched0->wait_ns) / 1e3 / double(calls);
+  }
+  return run;
 }
 
 // K threads, each making blocking calls.
 double RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                  size_t inflight, size_t calls, bool* ok) {
+                  pid_t naa, size_t inflight, size_t calls, bool* ok, CpuPerCall* cpu_per_call) {
   naarpc::codegen::StubOptions options;
   options.max_sessions_per_routine = inflight;
   vec::VectorArithClient client(transport, address, port, options);
@@ -125,6 +204,7 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
     for (Slot& s : slots) warm.emplace_back(work, std::ref(s), 1);
     for (auto& t : warm) t.join();
   }
+  const CpuMeter cpu(naa);
   const auto start = Clock::now();
   std::vector<std::thread> threads;
   for (size_t k = 0; k < inflight; ++k) {
@@ -132,6 +212,7 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
   }
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  *cpu_per_call = cpu.PerCall(calls);
   *ok = !failed.load();
   return double(calls) / seconds;
 }
@@ -188,12 +269,22 @@ int main(int argc, char** argv) {
               "threads calls/s", "engine/threads",
               "client threads: engine (+ idle connect helpers) vs blocking");
   int rc = 0;
+  struct CpuRow {
+    size_t k;
+    CpuPerCall engine, threads;
+    double engine_run_us, engine_wait_us;
+  };
+  std::vector<CpuRow> cpu_rows;
   for (size_t k : inflight) {
     if (k == 0) continue;
     EngineRun engine;
-    if (mode != "threads") engine = RunEngine(**transport, address, port, k, calls);
+    if (mode != "threads") engine = RunEngine(**transport, address, port, naa->pid(), k, calls);
     bool ok = true;
-    const double threads = mode == "engine" ? 0 : RunThreads(**transport, address, port, k, calls, &ok);
+    CpuPerCall threads_cpu;
+    const double threads =
+        mode == "engine" ? 0
+                         : RunThreads(**transport, address, port, naa->pid(), k, calls, &ok,
+                                      &threads_cpu);
     if (!engine.ok || !ok) {
       rc = 1;
       break;
@@ -202,6 +293,27 @@ int main(int argc, char** argv) {
                 threads, engine.calls_per_s / threads, engine.engine_threads,
                 engine.helper_threads, k);
     std::fflush(stdout);
+    cpu_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us});
+  }
+  // CPU time per call (process CPU clocks; the engine thread's schedstat).
+  std::printf("\nCPU time per call, us (client and NAA processes; the client's engine thread on a "
+              "CPU and runnable waiting for one)\n");
+  std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
+              "threads: client, NAA", "engine thread: on CPU, runnable");
+  const auto us = [](double v) {
+    char cell[32];
+    if (v < 0) {
+      std::snprintf(cell, sizeof cell, "%10s", "-");
+    } else {
+      std::snprintf(cell, sizeof cell, "%10.1f", v);
+    }
+    return std::string(cell);
+  };
+  for (const CpuRow& r : cpu_rows) {
+    std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, us(r.engine.client_us).c_str(),
+                us(r.engine.naa_us).c_str(), us(r.threads.client_us).c_str(),
+                us(r.threads.naa_us).c_str(), us(r.engine_run_us).c_str(),
+                us(r.engine_wait_us).c_str());
   }
   naa->Stop();
   return rc;

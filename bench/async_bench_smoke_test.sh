@@ -5,3 +5,9 @@ echo "$out"
 grep -q "engine calls/s" <<<"$out"
 grep -qE "^1 +\|" <<<"$out"
 grep -qE "^8 +\|" <<<"$out"
+# The CPU table: a row per K, both processes' CPU measured in both modes
+# (the engine thread's schedstat may be missing from a kernel: "-").
+cpu=$(sed -n '/^CPU time per call/,$p' <<<"$out")
+for k in 1 8; do
+  grep -qE "^$k +\|( +[0-9]+\.[0-9]){2} \|( +[0-9]+\.[0-9]){2} \|( +([0-9]+\.[0-9]|-)){2}$" <<<"$cpu"
+done

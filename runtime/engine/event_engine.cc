@@ -16,6 +16,10 @@ constexpr uint64_t kWakeId = 0;   // the stop eventfd
 constexpr uint64_t kTimerId = 1;  // timer_fd_; entries count from 2
 }  // namespace
 
+thread_local const std::shared_ptr<EventEngine::Entry>* EventEngine::current_ = nullptr;
+thread_local bool EventEngine::lingering_here_ = false;
+thread_local bool EventEngine::given_up_ = false;
+
 Result<std::unique_ptr<EventEngine>> EventEngine::Start(Options options) {
   if (options.threads == 0) options.threads = std::max(1u, std::thread::hardware_concurrency());
   if (options.max_threads < options.threads) options.max_threads = options.threads;
@@ -140,13 +144,48 @@ bool EventEngine::TryLinger() {
     // One thread is always left for the events of everyone else.
     if (now + 1 >= options_.max_threads || stopping_.load()) return false;
   } while (!lingering_.compare_exchange_weak(now, now + 1, std::memory_order_relaxed));
+  lingering_here_ = true;
   if (waiting_.load(std::memory_order_acquire) > 0) return true;
   std::lock_guard<std::mutex> lock(mu_);
   if (waiting_.load() > 0) return true;
   if (threads_.size() < options_.max_threads && StartThread().ok()) return true;
+  lingering_here_ = false;
   lingering_.fetch_sub(1, std::memory_order_relaxed);
   return false;
 }
+
+void EventEngine::EndLinger() {
+  lingering_here_ = false;
+  lingering_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+EventEngine::Owner EventEngine::CurrentOwner() const {
+  Owner owner;
+  if (current_ != nullptr) owner.entry = *current_;
+  owner.thread = std::this_thread::get_id();
+  owner.lingering = lingering_here_;
+  return owner;
+}
+
+void EventEngine::GiveUp(const Owner& owner) {
+  if (!owner.entry) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = threads_.begin(); it != threads_.end(); ++it) {
+      if (it->get_id() != owner.thread) continue;
+      it->detach();  // it leaves by itself (LeaveGivenUp)
+      threads_.erase(it);
+      running_.store(threads_.size(), std::memory_order_relaxed);
+      break;
+    }
+    if (owner.lingering) lingering_.fetch_sub(1, std::memory_order_relaxed);
+    if (!stopping_.load() && threads_.size() < options_.threads) StartThread().IgnoreError();
+  }
+  Remove(owner.entry);
+}
+
+void EventEngine::LeaveGivenUp() { given_up_ = true; }
+bool EventEngine::GivenUp() { return given_up_; }
 
 void EventEngine::InterruptAll() {
   std::vector<std::shared_ptr<Driven>> all;
@@ -182,8 +221,13 @@ bool EventEngine::Claim(Entry& e) {
 }
 
 void EventEngine::Run(const std::shared_ptr<Entry>& e) {
+  struct Current {  // CurrentOwner()'s entry while this runs
+    explicit Current(const std::shared_ptr<Entry>& e) { current_ = &e; }
+    ~Current() { current_ = nullptr; }
+  } current(e);
   std::optional<Deadline> next = e->driven->Drive();
   for (;;) {
+    if (given_up_) return;  // the engine may be gone
     if (!next) {
       Remove(e);
       return;
@@ -273,6 +317,7 @@ void EventEngine::RunTimers() {
     if (!Claim(*e)) continue;  // its owner drives it again
     waiting_.fetch_sub(1);
     Run(e);
+    if (given_up_) return;  // the engine may be gone
     waiting_.fetch_add(1);
   }
 }
@@ -290,12 +335,14 @@ void EventEngine::Loop() {
     if (n <= 0 || ev.data.u64 == kWakeId) continue;  // EINTR, stop
     if (ev.data.u64 == kTimerId) {
       RunTimers();
+      if (given_up_) return;  // the engine may be gone
       continue;
     }
     std::shared_ptr<Entry> e = Find(ev.data.u64);
     if (!e || !Claim(*e)) continue;
     waiting_.fetch_sub(1);
     Run(e);
+    if (given_up_) return;  // the engine may be gone
     waiting_.fetch_add(1);
   }
   waiting_.fetch_sub(1);

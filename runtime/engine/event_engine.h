@@ -58,6 +58,9 @@ class Driven {
 };
 
 class EventEngine {
+ private:
+  struct Entry;
+
  public:
   struct Options {
     size_t threads = 0;       // always waiting for events; 0 = one per core
@@ -84,7 +87,31 @@ class EventEngine {
   // none does), so one always serves the rest. Then EndLinger() when it
   // stops.
   bool TryLinger();
-  void EndLinger() { lingering_.fetch_sub(1, std::memory_order_relaxed); }
+  void EndLinger();
+
+  // An owner blocked in Drive() (a kernel that may overrun its time limit)
+  // that another thread may give up: its connection and its thread.
+  class Owner {
+   private:
+    friend class EventEngine;
+    std::shared_ptr<Entry> entry;
+    std::thread::id thread;
+    bool lingering = false;
+  };
+  // REQUIRES: called from Drive(), before the caller blocks.
+  Owner CurrentOwner() const;
+  // From another thread, while the owner is still blocked in its Drive():
+  // lets its connection go (the descriptor unwatched, then Ended(), on this
+  // thread) and its thread (no longer counted, linger included; Stop does not
+  // join it; a replacement starts if fewer than Options::threads remain).
+  // The owner, once unblocked, calls LeaveGivenUp() and returns from Drive()
+  // without touching the engine, the connection, or anything they own: both
+  // may be gone. REQUIRES: before Stop().
+  void GiveUp(const Owner& owner);
+  // The calling owner thread has been given up (GiveUp): its Drive() returns
+  // whatever, and its thread leaves the engine at once.
+  static void LeaveGivenUp();
+  static bool GivenUp();
   // Interrupts every driven connection and waits until all have ended.
   void InterruptAll();
   // Stops and joins the threads. REQUIRES: nothing driven (InterruptAll).
@@ -135,6 +162,11 @@ class EventEngine {
   void RunTimers();
   // Sets timer_fd_ to the earliest deadline. REQUIRES: timer_mu_ held.
   void ArmTimerFdLocked();
+
+  // The entry this thread drives now (Run), its linger, whether it was given up.
+  static thread_local const std::shared_ptr<Entry>* current_;
+  static thread_local bool lingering_here_;
+  static thread_local bool given_up_;
 
   const Options options_;
   UniqueFd epoll_, wake_;

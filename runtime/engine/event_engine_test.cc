@@ -314,6 +314,62 @@ TEST(EventEngine, InterruptAllEndsEveryConnectionOnceAndClosesNothingEarly) {
   }
 }
 
+// Blocks in its first Drive() until released, as a kernel past its time
+// limit does; then behaves as a given-up owner (LeaveGivenUp).
+class Stuck : public Driven {
+ public:
+  explicit Stuck(Board& board) : board_(board), fd_(::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Stuck() override { ::close(fd_); }
+  int fd() const override { return fd_; }
+  std::optional<Deadline> Drive() override {
+    board_.Change([&] { owner_ = engine_->CurrentOwner(); blocked_ = true; });
+    board_.WaitFor([&] { return release_; });
+    EventEngine::LeaveGivenUp();
+    board_.Change([&] { returned_ = true; });
+    return Deadline::Infinite();  // ignored: given up
+  }
+  void Interrupt() override {}
+  void Ended() override {
+    board_.Change([&] { ++ended_; });
+  }
+
+  Board& board_;
+  const int fd_;
+  EventEngine* engine_ = nullptr;
+  EventEngine::Owner owner_;  // guarded by board_.mu
+  bool blocked_ = false, release_ = false, returned_ = false;  // guarded by board_.mu
+  int ended_ = 0;  // guarded by board_.mu
+};
+
+TEST(EventEngine, AGivenUpOwnerIsNeitherWaitedForNorJoinedAndTouchesNothingAfter) {
+  Board board;
+  auto engine = Engine(1, 4);
+  auto stuck = std::make_shared<Stuck>(board);
+  stuck->engine_ = engine.get();
+  ASSERT_TRUE(engine->Add(stuck, Deadline::Infinite()).ok());  // readable at once
+  ASSERT_TRUE(board.WaitFor([&] { return stuck->blocked_; }));
+  EventEngine::Owner owner;
+  {
+    std::lock_guard<std::mutex> lock(board.mu);
+    owner = stuck->owner_;
+  }
+  engine->GiveUp(owner);
+  {
+    std::lock_guard<std::mutex> lock(board.mu);
+    EXPECT_EQ(stuck->ended_, 1);  // Ended() ran in GiveUp
+  }
+  EXPECT_EQ(engine->driven(), 0u);
+  EXPECT_EQ(engine->threads(), 1u);  // a replacement for the given-up thread
+  // Neither InterruptAll nor Stop waits for it; the engine may go first.
+  engine->InterruptAll();
+  engine->Stop();
+  engine.reset();
+  board.Change([&] { stuck->release_ = true; });
+  EXPECT_TRUE(board.WaitFor([&] { return stuck->returned_; }));
+  std::lock_guard<std::mutex> lock(board.mu);
+  EXPECT_EQ(stuck->ended_, 1);
+}
+
 TEST(EventEngine, RefusesADrivenWithoutADescriptor) {
   Board board;
   auto engine = Engine(1, 1);

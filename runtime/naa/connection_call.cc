@@ -96,9 +96,8 @@ void ConnectionServer::BuildCallTemplate(const std::vector<size_t>& returns) {
   view_.version = returns_.version;
 }
 
-uint8_t ConnectionServer::RunKernel(NaaCall& call) {
-  // `self` keeps the regions' memory alive if the kernel is abandoned.
-  auto run = [this, self = shared_from_this(), &call]() -> uint8_t {
+std::optional<uint8_t> ConnectionServer::RunKernel(NaaCall& call) {
+  auto run = [this, &call]() -> uint8_t {
     try {
       return server_.handler.Handle(call);
     } catch (const std::exception& e) {
@@ -110,21 +109,39 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
   };
   const auto timeout = server_.handler.KernelTimeout(call.function_code);
   if (timeout <= std::chrono::milliseconds::zero()) return run();
-  std::unique_ptr<KernelWorker> worker = server_.shared->kernel_workers.Take();
-  server_.shared->running_kernels.Add();
-  auto counted = [run = std::move(run), shared = server_.shared]() -> uint8_t {
-    const uint8_t status = run();
-    shared->running_kernels.Done();
-    return status;
-  };
-  if (std::optional<uint8_t> status = worker->Run(std::move(counted), timeout)) {
-    server_.shared->kernel_workers.Give(std::move(worker));
-    return *status;
+  // On this thread, against the watchdog: whichever of the kernel's return
+  // and the time limit comes first answers the call.
+  const std::shared_ptr<ServerShared> shared = server_.shared;  // outlives a given-up connection
+  auto race = std::make_shared<KernelRace>();
+  shared->running_kernels.Add();
+  const std::optional<KernelWatchdog::Id> alarm = shared->kernel_watchdog.Arm(
+      Deadline::Clock::now() + timeout,
+      [self = shared_from_this(), race, owner = server_.engine.CurrentOwner(), timeout,
+       code = call.function_code] {
+        if (race->Win()) self->TakeOverOverrun(owner, timeout, code);
+      });
+  if (!alarm) {
+    Log("kernel for function " + std::to_string(call.function_code) +
+        " runs without its time limit: the kernel watchdog's thread cannot start");
   }
-  Log("kernel for function " + std::to_string(call.function_code) + " exceeded " +
+  const uint8_t status = run();
+  if (!race->Win()) {
+    // The watchdog answered the call and ended the connection: nothing of
+    // it may be touched from here on (it may be gone).
+    EventEngine::LeaveGivenUp();
+    shared->running_kernels.Done();
+    return std::nullopt;
+  }
+  if (alarm) shared->kernel_watchdog.Disarm(*alarm);
+  shared->running_kernels.Done();
+  return status;
+}
+
+void ConnectionServer::TakeOverOverrun(const EventEngine::Owner& owner,
+                                       std::chrono::milliseconds timeout, uint8_t code) {
+  Log("kernel for function " + std::to_string(code) + " exceeded " +
       std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
       "(the kernel runs on with its own memory)");
-  worker->Abandon();
   calls_.kernel_overran = true;
   {
     // A streaming kernel pumps the connection from its thread: take the
@@ -132,7 +149,11 @@ uint8_t ConnectionServer::RunKernel(NaaCall& call) {
     std::lock_guard<std::mutex> lock(streams_.pump_mu);
     streams_.abandoned = true;
   }
-  return kNaaStatusKernelTimeout;
+  // What the call's thread would have done: answer, then end the connection.
+  Status s = EndCall(kNaaStatusKernelTimeout);
+  if (s.ok()) server_.shared->admission.Idle(place_.admission_id);
+  Finish(s);
+  server_.engine.GiveUp(owner);  // Ended(), here
 }
 
 Status ConnectionServer::HandleCall(uint32_t imm) {
@@ -152,7 +173,9 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   struct EndObservation {
     ConnectionServer* self;
     const uint8_t* status;
-    ~EndObservation() { self->EndObserved(*status, 0); }
+    ~EndObservation() {
+      if (self != nullptr) self->EndObserved(*status, 0);
+    }
   } end_observation{this, &status};
   if (!req) {
     status = kNaaStatusUnknownFunction;
@@ -191,15 +214,24 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
       Log("call of function " + std::to_string(req->function_code) +
           " rejected by an interceptor: " + rejected.ToString());
     } else {
-      status = RunKernel(calls_.call);
+      const std::optional<uint8_t> ran = RunKernel(calls_.call);
+      if (!ran) {
+        // Given up: the watchdog answered and ended the call (TakeOverOverrun).
+        end_observation.self = nullptr;
+        return DeadlineExceededError("kernel given up at its time limit");
+      }
+      status = *ran;
     }
-    // (An abandoned kernel still owns calls_.call.)
-    if (status != kNaaStatusSuccess && !calls_.kernel_overran &&
-        !calls_.call.failure_detail.empty()) {
+    if (status != kNaaStatusSuccess && !calls_.call.failure_detail.empty()) {
       Log("call of function " + std::to_string(calls_.call.function_code) + " failed with status " +
           std::to_string(status) + ": " + calls_.call.failure_detail);
     }
   }
+  return EndCall(status);
+}
+
+Status ConnectionServer::EndCall(uint8_t status) {
+  const std::vector<size_t>& returns = returns_.list;
   if (!streams_.list.empty() && !calls_.kernel_overran) {
     // Every stream ends before the status, whether or not the kernel ran
     // (docs/protocol.md 15.4); a stream that cannot end (the host left or

@@ -103,6 +103,7 @@ Status ConnectionServer::Begin() {
 
 std::optional<Deadline> ConnectionServer::Drive() {
   Status s = Progress();
+  if (EventEngine::GivenUp()) return std::nullopt;  // the watchdog ended it (RunKernel)
   if (s.ok() && protocol_.phase == Phase::kServing && NoteIdle()) protocol_.phase = Phase::kEnded;
   if (!s.ok() || protocol_.phase == Phase::kEnded) {
     Finish(s);
@@ -124,7 +125,7 @@ Status ConnectionServer::Progress() {
     EventEngine& engine;
     bool& lingering;
     ~EndLinger() {
-      if (lingering) engine.EndLinger();
+      if (lingering && !EventEngine::GivenUp()) engine.EndLinger();  // else: GiveUp did
     }
   } end_linger{server_.engine, lingering};
   for (;;) {

@@ -5,7 +5,7 @@
 //                          queue, lingering), idle tracking, the end
 //   connection_mrsp.cc     the MRSP request: limits, regions, registration
 //   connection_call.cc     one call: return regions, the kernel's view, the
-//                          kernel (on a worker if it has a time limit),
+//                          kernel (against the watchdog if it has a time limit),
 //                          statistics and interceptors, the reply
 //   connection_streams.cc  a call's streams (docs/protocol.md 15)
 #ifndef NAARPC_RUNTIME_NAA_CONNECTION_SERVER_H_
@@ -13,6 +13,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -205,7 +206,19 @@ class ConnectionServer final : public Driven,
   Status HandleCall(uint32_t imm);
   uint8_t ResolveReturnRegions(std::vector<size_t>& returns);
   void BuildCallTemplate(const std::vector<size_t>& returns);
-  uint8_t RunKernel(NaaCall& call);
+  // Runs the call's kernel on this thread; one with a time limit against the
+  // server's watchdog. nullopt: the watchdog came first, answered the call
+  // and ended the connection (TakeOverOverrun); the caller must return
+  // without touching anything of the connection.
+  std::optional<uint8_t> RunKernel(NaaCall& call);
+  // On the watchdog's thread, the kernel still running on `owner`: answers
+  // kNaaStatusKernelTimeout, ends the connection, and has the engine give
+  // the kernel's thread up.
+  void TakeOverOverrun(const EventEngine::Owner& owner, std::chrono::milliseconds timeout,
+                       uint8_t code);
+  // After the kernel (or instead of it): ends the call's streams, counts and
+  // observes it, sends the reply.
+  Status EndCall(uint8_t status);
   // After each Drive() while serving: logs a connection idle past
   // ServerOptions::idle_log_after, once per idle spell; true once it has
   // been idle past ServerOptions::idle_timeout (then it is closed). Reads
@@ -250,8 +263,8 @@ class ConnectionServer final : public Driven,
   Status StartInterceptors(uint8_t function_code);
   void EndObserved(uint8_t naa_status, uint64_t bytes_out);
 
-  // Streams: per connection, in stream order; the kernel may pump from its
-  // worker thread while the connection thread waits for it.
+  // Streams: per connection, in stream order; pump_mu hands the connection
+  // over from a kernel that overran to the watchdog's thread.
   struct CallStreams {
     std::vector<std::unique_ptr<StreamImpl>> list;
     std::vector<NaaStream*> ptrs;
@@ -300,7 +313,7 @@ class ConnectionServer final : public Driven,
     NaaCall call;                    // outlives a runaway kernel
     std::vector<WriteSlice> slices;  // the reply's writes, reused
     uint64_t count = 0;
-    bool kernel_overran = false;  // its kernel worker abandoned; the connection ends
+    bool kernel_overran = false;  // its kernel given up; the connection ends
     IdleTracker idle;
   };
 

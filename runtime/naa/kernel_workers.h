@@ -1,7 +1,13 @@
-// The NAA's kernel workers: threads that run kernels with a time limit
-// (NaaHandler::KernelTimeout), long-lived and reused across calls and
-// connections, and the count of kernels running on them. Internal to the
-// NAA room.
+// Kernels with a time limit (NaaHandler::KernelTimeout): the watchdog that
+// enforces it, and the count of kernels running. Internal to the NAA room.
+//
+// A kernel runs on the engine thread that took its call (no hand-over to
+// another thread: that cost more than the call). The watchdog is a timer; if
+// a kernel is still running at its time limit, the watchdog's callback takes
+// the connection over (answers kNaaStatusKernelTimeout, ends the
+// connection) and the engine gives the kernel's thread up: it finishes the
+// kernel by itself, then leaves. KernelRace decides, once, which of the two
+// came first.
 #ifndef NAARPC_RUNTIME_NAA_KERNEL_WORKERS_H_
 #define NAARPC_RUNTIME_NAA_KERNEL_WORKERS_H_
 
@@ -11,66 +17,79 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <vector>
+#include <unordered_map>
+#include <utility>
+
+#include "naarpc/deadline.h"
 
 namespace naarpc::internal {
 
-// Runs a kernel that has a time limit on a thread of its own, long-lived
-// and reused across calls and connections (KernelWorkers): a thread per
-// call would cost a thread start on every call. A kernel that overruns its
-// limit is abandoned: the thread finishes it on its own and then exits;
-// whatever the job holds (the connection's memory) lives until then.
-class KernelWorker {
+// Whether a kernel returned in time or its watchdog fired first.
+class KernelRace {
  public:
-  KernelWorker();
-  ~KernelWorker();
-
-  // Runs `job` on the worker; nullopt if it is still running after
-  // `timeout` (the caller then abandons the worker).
-  // REQUIRES: not abandoned; no job running.
-  std::optional<uint8_t> Run(std::function<uint8_t()> job, std::chrono::milliseconds timeout);
-
-  // Leaves a running kernel to finish by itself; the thread exits after it.
-  void Abandon();
+  // True for the first caller only (the kernel's thread when it returns, the
+  // watchdog when it fires); the winner owns the connection from then on.
+  bool Win() { return !decided_.exchange(true, std::memory_order_acq_rel); }
 
  private:
-  // Shared with the thread, which may outlive the worker once abandoned.
-  struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::function<uint8_t()> job;  // guarded by mu
-    bool busy = false;             // guarded by mu
-    bool stop = false;             // guarded by mu
-    uint8_t result = 0;            // guarded by mu
-    std::atomic<bool> finished{false};
+  std::atomic<bool> decided_{false};
+};
+
+// One timer for a server's kernels with a time limit: runs a callback when
+// a kernel's limit passes unless the kernel disarmed it first. Sleeps until
+// the earliest limit; arming a later one (every call of a routine with a
+// fixed limit) wakes nothing. A callback runs on a thread of its own (it
+// may block: it answers the host), joined by Stop().
+class KernelWatchdog {
+ public:
+  using Id = uint64_t;
+
+  KernelWatchdog() = default;
+  ~KernelWatchdog() { Stop(); }
+  KernelWatchdog(const KernelWatchdog&) = delete;
+  KernelWatchdog& operator=(const KernelWatchdog&) = delete;
+
+  // Runs `on_expiry` once `at` has passed, unless Disarm(id) comes first;
+  // nullopt if the timer's thread cannot start (nothing is armed). After
+  // Stop(): never runs it.
+  std::optional<Id> Arm(Deadline::Clock::time_point at, std::function<void()> on_expiry);
+  void Disarm(Id id);
+  // Stops the timer (callbacks not yet due never run) and joins the
+  // callbacks' threads. Not from a callback.
+  void Stop();
+
+ private:
+  using Timers = std::multimap<Deadline::Clock::time_point, std::pair<Id, std::function<void()>>>;
+  struct Expiry {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
   };
 
-  static void Loop(State& st);
+  void Loop();
+  // Starts `fn` on a thread of its own (runs it here if none can start).
+  // REQUIRES: mu_ held; it is released while `fn` runs here.
+  void StartExpiryLocked(std::unique_lock<std::mutex>& lock, std::function<void()> fn);
 
-  static constexpr auto kResultSpin = std::chrono::microseconds(50);
-  std::shared_ptr<State> state_;
-  std::thread thread_;  // last: starts after state_
-};
-
-// Idle kernel workers, shared by a server's connections: there are as many
-// as kernels with a time limit run at once (plus abandoned ones finishing),
-// not one per connection.
-class KernelWorkers {
- public:
-  std::unique_ptr<KernelWorker> Take();
-  void Give(std::unique_ptr<KernelWorker> worker);
-
- private:
   std::mutex mu_;
-  std::vector<std::unique_ptr<KernelWorker>> idle_;  // guarded by mu_
+  std::condition_variable cv_;
+  Timers timers_;                                  // guarded by mu_
+  std::unordered_map<Id, Timers::iterator> by_id_;  // guarded by mu_
+  Id next_id_ = 1;                                 // guarded by mu_
+  // When Loop() wakes next; max: not before it is notified. Guarded by mu_.
+  Deadline::Clock::time_point wake_at_ = Deadline::Clock::time_point::max();
+  bool stopped_ = false;      // guarded by mu_
+  std::thread thread_;        // started by the first Arm; guarded by mu_
+  std::list<Expiry> expiries_;  // guarded by mu_
 };
 
-// Kernels running on kernel workers, abandoned ones included. Shared: an
-// abandoned kernel may outlive the server.
+// Kernels with a time limit running, those given up included. Shared: a
+// kernel given up may outlive the server.
 struct RunningKernels {
   std::mutex mu;
   std::condition_variable cv;

@@ -189,6 +189,7 @@ void NaaServer::Shutdown() {
   // kDisconnected); a running kernel is still waited for (it uses the
   // connection's memory), one that overran its limit at most shutdown_grace.
   impl_->engine->InterruptAll();
+  impl_->shared->kernel_watchdog.Stop();  // every connection has ended
   impl_->engine->Stop();
   if (impl_->metrics != nullptr) impl_->metrics->Stop();
   // What still runs now are kernels that overran their limit.

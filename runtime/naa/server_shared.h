@@ -1,5 +1,5 @@
 // What one NaaServer's connections share: options, admission (slots and the
-// memory budget per peer), the kernel workers, and the rate-limited log.
+// memory budget per peer), the kernels' watchdog, and the rate-limited log.
 // Internal to the NAA room.
 #ifndef NAARPC_RUNTIME_NAA_SERVER_SHARED_H_
 #define NAARPC_RUNTIME_NAA_SERVER_SHARED_H_
@@ -16,14 +16,15 @@
 
 namespace naarpc::internal {
 
-// Shared with the connections: an abandoned kernel keeps its connection,
+// Shared with the connections: a kernel given up keeps its connection,
 // and so this, alive.
 class ServerShared {
  public:
   explicit ServerShared(const ServerOptions& options);
   const ServerOptions options;
   RunningKernels running_kernels;
-  KernelWorkers kernel_workers;
+  // Stopped by NaaServer::Shutdown once every connection has ended.
+  KernelWatchdog kernel_watchdog;
   // Connection slots and ServerOptions::max_total_bytes, per peer.
   Admission admission;
 
