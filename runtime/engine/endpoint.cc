@@ -43,12 +43,18 @@ void Endpoint::StartSendBudget(uint32_t max_sequence) {
 
 Result<Endpoint::Posted> Endpoint::PostWrites(std::span<const WriteSlice> slices, uint32_t imm,
                                               bool signal) {
-  const uint32_t requests = static_cast<uint32_t>(slices.size());
+  BuildWriteSequence(slices, scratch_);
+  return PostSequence(scratch_, imm, signal);
+}
+
+Result<Endpoint::Posted> Endpoint::PostSequence(std::span<SendRequest> requests, uint32_t imm,
+                                                bool signal) {
+  const uint32_t n = static_cast<uint32_t>(requests.size());
   Posted posted{MakeWrId(WrKind::kDataWrite, ++write_seq_),
-                signal || send_budget_.ShouldSignal(requests)};
-  NAARPC_RETURN_IF_ERROR(
-      PostWriteSequence(*conn_, slices, imm, posted.wr_id, posted.signaled, scratch_));
-  send_budget_.OnPosted(requests, posted.signaled, posted.wr_id);
+                signal || send_budget_.ShouldSignal(n)};
+  SetSequenceEnd(requests, imm, posted.wr_id, posted.signaled);
+  NAARPC_RETURN_IF_ERROR(conn_->PostSend(requests));
+  send_budget_.OnPosted(n, posted.signaled, posted.wr_id);
   return posted;
 }
 

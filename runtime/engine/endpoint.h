@@ -54,7 +54,7 @@ class Endpoint {
   // requests one write sequence posts.
   void StartSendBudget(uint32_t max_sequence);
   SendQueueBudget& send_budget() { return send_budget_; }
-  // Posts n-1 RDMA WRITEs and one WRITE_WITH_IMM (PostWriteSequence) with a
+  // Posts n-1 RDMA WRITEs and one WRITE_WITH_IMM (BuildWriteSequence) with a
   // fresh wr_id; signaled when the budget asks for it or `signal` is set.
   // REQUIRES: !slices.empty(); !send_budget().NeedsReclaim(slices.size()).
   struct Posted {
@@ -62,6 +62,11 @@ class Endpoint {
     bool signaled = false;
   };
   Result<Posted> PostWrites(std::span<const WriteSlice> slices, uint32_t imm, bool signal = false);
+  // The same for requests BuildWriteSequence built, so a side that posts
+  // the same slices call after call builds them once: sets the final
+  // request's wr_id, immediate and signaled flag, and posts them.
+  // REQUIRES: as PostWrites, with `requests` for slices.
+  Result<Posted> PostSequence(std::span<SendRequest> requests, uint32_t imm, bool signal = false);
   // A successful completion of one of our own sends.
   void OnSendCompleted(uint64_t wr_id) { send_budget_.OnSendCompleted(wr_id); }
 

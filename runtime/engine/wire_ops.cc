@@ -4,27 +4,22 @@
 
 namespace naarpc::internal {
 
-Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
-                         uint32_t imm, uint64_t final_wr_id, bool signaled,
-                         std::vector<SendRequest>& scratch) {
-  scratch.clear();
+void BuildWriteSequence(std::span<const WriteSlice> slices, std::vector<SendRequest>& out) {
+  out.resize(slices.size());
   for (size_t i = 0; i < slices.size(); ++i) {
     const bool last = i + 1 == slices.size();
-    SendRequest wr;
-    wr.wr_id = last ? final_wr_id : 0;
+    SendRequest& wr = out[i];
+    wr = SendRequest();
     wr.opcode = last ? WorkOpcode::kRdmaWriteWithImm : WorkOpcode::kRdmaWrite;
     wr.local = slices[i].local;
     wr.sg_list = slices[i].sg_list;
     wr.remote_addr = slices[i].remote_addr;
     wr.rkey = slices[i].rkey;
-    wr.imm_data = last ? imm : 0;
-    wr.signaled = last && signaled;
+    wr.signaled = false;  // the final one: SetSequenceEnd
     // NAAICE peers arm their CQ solicited-only: without the bit the final
     // write of a call or reply wakes nobody (docs/protocol.md 7.3).
     wr.solicited = last;
-    scratch.push_back(wr);
   }
-  return conn.PostSend(scratch);
 }
 
 Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length) {

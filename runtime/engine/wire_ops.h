@@ -53,13 +53,21 @@ struct WriteSlice {
   std::span<const LocalBuffer> sg_list;
 };
 
-// Posts n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the last slice)
-// carrying `imm` and the solicited-event bit, in one PostSend; the
-// WRITE_WITH_IMM is signaled if `signaled` (send_queue_budget.h decides).
-// REQUIRES: !slices.empty().
-Status PostWriteSequence(Connection& conn, std::span<const WriteSlice> slices,
-                         uint32_t imm, uint64_t final_wr_id, bool signaled,
-                         std::vector<SendRequest>& scratch);
+// A write sequence: n-1 unsignaled RDMA WRITEs and one WRITE_WITH_IMM (the
+// last slice) carrying the immediate and the solicited-event bit, posted in
+// one PostSend (Endpoint::PostWrites). BuildWriteSequence fills `out` with
+// its requests; SetSequenceEnd gives the WRITE_WITH_IMM what changes per
+// post (wr_id, immediate, signaled: send_queue_budget.h decides), so a side
+// posting the same slices call after call builds them once.
+// REQUIRES: !slices.empty(); for SetSequenceEnd, `requests` built so.
+void BuildWriteSequence(std::span<const WriteSlice> slices, std::vector<SendRequest>& out);
+inline void SetSequenceEnd(std::span<SendRequest> requests, uint32_t imm, uint64_t final_wr_id,
+                           bool signaled) {
+  SendRequest& last = requests.back();
+  last.wr_id = final_wr_id;
+  last.imm_data = imm;
+  last.signaled = signaled;
+}
 
 // Posts one signaled, solicited SEND of the first `length` bytes of `mr` (an
 // MRSP message).

@@ -86,7 +86,69 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
     }
   }
 
-  // Inputs in region order: [metadata], then input slices (prefixes).
+  // A plain call posts the requests its first one built.
+  const bool plain = PlainCall(call_options);
+  bool gathered = false;
+  if (!plain || writes.plain.empty()) {
+    NAARPC_ASSIGN_OR_RETURN(gathered, BuildWrites(lengths));
+    if (plain) internal::BuildWriteSequence(writes.slices, writes.plain);
+  }
+
+  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
+  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline};
+  // The result's receive must be up before the request leaves (the NAA may
+  // answer at once); the spare of kDataRecvDepth is posted after it, while
+  // the NAA works.
+  Status s;
+  // Streams: the NAA may write output chunks as soon as the request lands,
+  // so their receives go up first (docs/protocol.md 15.3).
+  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(regions.output_windows);
+  while (ep.posted_data_recvs() < before) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
+  // The windows open (bind work requests, then the keys in the metadata)
+  // before the writes that carry the request.
+  if (windows.enabled) {
+    s = OpenWindows();
+    if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
+  }
+  const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
+  // The NAA's answer implies our writes landed, so the final write is
+  // signaled only when the send queue needs its slots back; a signaled one
+  // is waited for within this call (so none is pending between calls).
+  // A gather chain may pass the budget's sequence: signaled, so the send
+  // queue is known free again when the call ends; if the send queue cannot
+  // take it at once, in batches as completions free slots (PostChain).
+  const uint32_t depth = gathered ? conn->send_queue_depth() : 0;
+  const uint32_t unfreed = ep.send_budget().unfreed();
+  if (depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
+    call.chain = {.active = true,
+                  .imm = imm,
+                  .limit = std::max<uint32_t>(depth / 2, 1),
+                  .unfreed = unfreed};
+    s = PostChain();
+    if (!s.ok()) {
+      return Fail(s.WithContext("posting the input writes: " + ChainProgress()));
+    }
+  } else {
+    auto posted = plain ? ep.PostSequence(writes.plain, imm)
+                        : ep.PostWrites(writes.slices, imm, gathered);
+    if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
+    call.write_id = posted->wr_id;
+    call.written = !posted->signaled;
+  }
+  while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
+    s = PostDataRecv();
+    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
+  }
+  return Status::Ok();
+}
+
+// The call's write sequence in writes.slices: in region order, [metadata],
+// then the input slices (prefixes, or the zero-copy runs staged); whether
+// it gathers staged inputs.
+Result<bool> ClientSession::Impl::BuildWrites(std::span<const uint64_t> lengths) {
   writes.slices.clear();
   bool gathered = false;
   const WireRegion* first_return = nullptr;
@@ -140,54 +202,7 @@ Status ClientSession::Impl::BeginCall(uint8_t fncode, Deadline deadline,
     writes.slices.push_back({{w.local_addr, 0, w.lkey}, w.peer_addr, w.peer_rkey});
   }
 
-  NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kDataSending));
-  call = CallInFlight{.active = true, .fncode = fncode, .deadline = deadline};
-  // The result's receive must be up before the request leaves (the NAA may
-  // answer at once); the spare of kDataRecvDepth is posted after it, while
-  // the NAA works.
-  Status s;
-  // Streams: the NAA may write output chunks as soon as the request lands,
-  // so their receives go up first (docs/protocol.md 15.3).
-  const int before = streams.empty() ? 1 : internal::kDataRecvDepth + int(regions.output_windows);
-  while (ep.posted_data_recvs() < before) {
-    s = PostDataRecv();
-    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
-  }
-  // The windows open (bind work requests, then the keys in the metadata)
-  // before the writes that carry the request.
-  if (windows.enabled) {
-    s = OpenWindows();
-    if (!s.ok()) return Fail(s.WithContext("opening the call's memory windows"));
-  }
-  const uint32_t imm = EncodeRequestImmediate(options.dialect, fncode, call_options.user_bits);
-  // The NAA's answer implies our writes landed, so the final write is
-  // signaled only when the send queue needs its slots back; a signaled one
-  // is waited for within this call (so none is pending between calls).
-  // A gather chain may pass the budget's sequence: signaled, so the send
-  // queue is known free again when the call ends; if the send queue cannot
-  // take it at once, in batches as completions free slots (PostChain).
-  const uint32_t depth = gathered ? conn->send_queue_depth() : 0;
-  const uint32_t unfreed = ep.send_budget().unfreed();
-  if (depth != 0 && uint64_t{unfreed} + writes.slices.size() > depth) {
-    call.chain = {.active = true,
-                  .imm = imm,
-                  .limit = std::max<uint32_t>(depth / 2, 1),
-                  .unfreed = unfreed};
-    s = PostChain();
-    if (!s.ok()) {
-      return Fail(s.WithContext("posting the input writes: " + ChainProgress()));
-    }
-  } else {
-    auto posted = ep.PostWrites(writes.slices, imm, gathered);
-    if (!posted.ok()) return Fail(posted.status().WithContext("posting the input writes"));
-    call.write_id = posted->wr_id;
-    call.written = !posted->signaled;
-  }
-  while (ep.posted_data_recvs() < internal::kDataRecvDepth) {
-    s = PostDataRecv();
-    if (!s.ok()) return Fail(s.WithContext("posting the result receive"));
-  }
-  return Status::Ok();
+  return gathered;
 }
 
 Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {

@@ -141,12 +141,24 @@ class ClientSession::Impl {
     std::vector<LocalBuffer> gather_sges;
     std::vector<StagedInput> staged;
     std::vector<SendRequest> batch;  // scratch: one batch of a long chain
+    // The requests of a plain call (PlainCall()), built at the first one
+    // and posted as they are by every later one; cleared when the regions'
+    // NAA addresses change (MRSP).
+    std::vector<SendRequest> plain;
   };
   Writes writes;
   // Staged inputs stay until their call's last batch is posted.
   void DropStaged() {
     writes.staged.clear();
     writes.gather_sges.clear();
+  }
+  // A call whose write sequence is the same every time: after the first
+  // call (which writes the metadata and single-send inputs), every input
+  // whole, nothing staged for zero-copy, no windows (new keys in the
+  // metadata) and no streams.
+  bool PlainCall(const CallOptions& call_options) const {
+    return calls_completed > 0 && call_options.send_lengths.empty() && writes.staged.empty() &&
+           !windows.enabled && streams.empty();
   }
   bool StageGather(size_t index, const Layout& layout, size_t elem,
                    std::span<const std::byte* const> bases);
@@ -167,6 +179,7 @@ class ClientSession::Impl {
     for (auto& p : regions.params) p.mr.reset();
     regions.metadata_mr.reset();
     DropStaged();
+    writes.plain.clear();  // names the regions just deregistered
     if (options.user_memory && conn) options.user_memory->ForgetConnection(conn.get());
   }
 
@@ -180,6 +193,9 @@ class ClientSession::Impl {
   // The halves of a call (DoCall, or StartCall + ContinueCall): validate and
   // post; take one completion; turn the outcome into the caller's status.
   Status BeginCall(uint8_t fncode, Deadline deadline, const CallOptions& options);
+  // The call's write sequence into writes.slices (BeginCall); whether it
+  // gathers zero-copy inputs.
+  Result<bool> BuildWrites(std::span<const uint64_t> lengths);
   // Binds every return parameter's window (new keys) and writes the keys
   // into the metadata; CloseWindows invalidates them and waits until done.
   Status OpenWindows();

@@ -332,6 +332,10 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
     w.peer_addr = a.addr;
     w.peer_rkey = a.rkey;
   }
+  // A plain call's requests are built for these addresses, at most one per
+  // wire region (or the one empty write), here so that no call allocates.
+  writes.plain.clear();
+  writes.plain.reserve(std::max<size_t>(k, 1));
   return sm.Transition(CommState::kMrspDone);
 }
 

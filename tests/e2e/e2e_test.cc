@@ -413,6 +413,30 @@ TEST_P(E2eTest, SendLengthWritesOnlyAPrefix) {
   }
 }
 
+TEST_P(E2eTest, WholeCallsBetweenPrefixCallsSendWholeInputs) {
+  // From the second call on, a call sending every input whole posts the
+  // requests built once (BeginCall); a prefix call between them must not
+  // change what they send.
+  auto s = MustOpen({{"in", Direction::kIn, 1000}, {"out", Direction::kOut, 1000}});
+  ASSERT_NE(s, nullptr);
+  auto in = s->buffer(0);
+  auto out = s->buffer(1);
+  const uint64_t lengths[2] = {10, 0};
+  CallOptions prefix;
+  prefix.send_lengths = lengths;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const bool whole = round != 2;
+    for (size_t i = 0; i < in.size(); ++i) in[i] = std::byte(round * 16 + i % 13);
+    ASSERT_TRUE(
+        s->Call(kEcho, Deadline::After(std::chrono::seconds(20)), whole ? CallOptions{} : prefix)
+            .ok());
+    for (size_t i = 0; i < (whole ? out.size() : 10); ++i) {
+      ASSERT_EQ(out[i], in[i]) << "byte " << i;
+    }
+  }
+}
+
 TEST_P(E2eTest, ParametersLargerThanARegionAreSplit) {
   // 10000 floats -> 10 wire regions each; the NAA joins them back.
   ServerOptions split = server_options_;
