@@ -151,7 +151,9 @@ void ConnectionServer::TakeOverOverrun(const EventEngine::Owner& owner,
   }
   // What the call's thread would have done: answer, then end the connection.
   Status s = EndCall(kNaaStatusKernelTimeout);
-  if (s.ok()) server_.shared->admission.Idle(place_.admission_id);
+  if (s.ok() && place_.admission_slot != nullptr) {
+    server_.shared->admission.Idle(*place_.admission_slot);
+  }
   Finish(s);
   server_.engine.GiveUp(owner);  // Ended(), here
 }
