@@ -325,7 +325,11 @@ class Stuck : public Driven {
     board_.Change([&] { owner_ = engine_->CurrentOwner(); blocked_ = true; });
     board_.WaitFor([&] { return release_; });
     EventEngine::LeaveGivenUp();
-    board_.Change([&] { returned_ = true; });
+    // Notified under the lock: the test (and `board_`) may end as soon as
+    // it sees returned_, so nothing of the board is touched after.
+    std::lock_guard<std::mutex> lock(board_.mu);
+    returned_ = true;
+    board_.cv.notify_all();
     return Deadline::Infinite();  // ignored: given up
   }
   void Interrupt() override {}
