@@ -355,7 +355,9 @@ TEST(EventEngine, AGivenUpOwnerIsNeitherWaitedForNorJoinedAndTouchesNothingAfter
   EventEngine::Owner owner;
   {
     std::lock_guard<std::mutex> lock(board.mu);
-    owner = stuck->owner_;
+    // Taken, not copied: an owner holds its connection's entry, which
+    // holds `stuck` (a cycle, were it kept there).
+    owner = std::exchange(stuck->owner_, EventEngine::Owner{});
   }
   engine->GiveUp(owner);
   {
