@@ -50,7 +50,7 @@ void MrTable::Cache::Put(uint64_t version, const Item& item) {
   }
 }
 
-bool MrTable::ExistsLocked(uint32_t index) {
+bool MrTable::ExistsUnderLock(uint32_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   return regions_.count(index) != 0;
 }
@@ -61,9 +61,9 @@ bool MrTable::WindowOpen(uint32_t index, uint8_t key) {
   return it != windows_.end() && it->second.bound && it->second.key == key;
 }
 
-uint32_t MrTable::CheckLocked(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
-                              uint32_t need, uint32_t* index_out, uint32_t* window_out,
-                              Cache* cache) {
+uint32_t MrTable::CheckUnderLock(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len,
+                                 uint32_t need, uint32_t* index_out, uint32_t* window_out,
+                                 Cache* cache) {
   const bool remote = tag == kRkeyTag;
   uint32_t index = key >> 8;
   std::lock_guard<std::mutex> lock(mu_);

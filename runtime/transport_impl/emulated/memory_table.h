@@ -80,7 +80,7 @@ class MrTable {
     if (cache != nullptr && cache->Find(version_.load(std::memory_order_acquire), index)) {
       return true;
     }
-    return ExistsLocked(index);
+    return ExistsUnderLock(index);
   }
   // Window `index` is still bound under key byte `key`.
   bool WindowOpen(uint32_t index, uint8_t key);
@@ -102,7 +102,7 @@ class MrTable {
         return err;
       }
     }
-    return CheckLocked(key, tag, addr, len, need, index_out, window_out, cache);
+    return CheckUnderLock(key, tag, addr, len, need, index_out, window_out, cache);
   }
 
   // Executes a BIND_MW / LOCAL_INV; empty on success, else why it was refused.
@@ -136,10 +136,10 @@ class MrTable {
     if ((access & need) != need) return remote ? kEmuErrNoRemoteWrite : kEmuErrNoLocalWrite;
     return kEmuErrNone;
   }
-  // Check and Exists under mu_ (the cache filled where it applies).
-  uint32_t CheckLocked(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len, uint32_t need,
-                       uint32_t* index_out, uint32_t* window_out, Cache* cache);
-  bool ExistsLocked(uint32_t index);
+  // Check and Exists, taking mu_ (the cache filled where it applies).
+  uint32_t CheckUnderLock(uint32_t key, uint32_t tag, uint64_t addr, uint64_t len, uint32_t need,
+                          uint32_t* index_out, uint32_t* window_out, Cache* cache);
+  bool ExistsUnderLock(uint32_t index);
 
   std::mutex mu_;
   std::atomic<uint64_t> version_{0};  // +1 per deregistration; written under mu_
