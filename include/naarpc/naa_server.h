@@ -90,6 +90,8 @@ class NaaHandler {
   // call can land in memory the kernel still uses. The kernel runs on by
   // itself and keeps that memory until it returns; Shutdown waits for it
   // at most ServerOptions::shutdown_grace.
+  // If the limit cannot be enforced (the watchdog's thread cannot start),
+  // the kernel is not run and the host gets kNaaStatusKernelFailed.
   virtual std::chrono::milliseconds KernelTimeout(uint8_t function_code) const {
     (void)function_code;
     return std::chrono::milliseconds::zero();

@@ -112,29 +112,39 @@ std::optional<uint8_t> ConnectionServer::RunKernel(NaaCall& call) {
   // On this thread, against the watchdog: whichever of the kernel's return
   // and the time limit comes first answers the call.
   const std::shared_ptr<ServerShared> shared = server_.shared;  // outlives a given-up connection
-  auto race = std::make_shared<KernelRace>();
-  shared->running_kernels.Add();
-  const std::optional<KernelWatchdog::Id> alarm = shared->kernel_watchdog.Arm(
-      Deadline::Clock::now() + timeout,
-      [self = shared_from_this(), race, owner = server_.engine.CurrentOwner(), timeout,
-       code = call.function_code] {
-        if (race->Win()) self->TakeOverOverrun(owner, timeout, code);
-      });
-  if (!alarm) {
-    Log("kernel for function " + std::to_string(call.function_code) +
-        " runs without its time limit: the kernel watchdog's thread cannot start");
+  calls_.round = calls_.race.Begin();
+  calls_.kernel_owner = server_.engine.CurrentOwner();
+  calls_.kernel_timeout = timeout;
+  if (Status armed = shared->kernel_watchdog.Arm(*this, Deadline::Clock::now() + timeout);
+      !armed.ok()) {
+    // Its time limit cannot be enforced: the kernel does not run.
+    calls_.kernel_owner = {};
+    Log("kernel for function " + std::to_string(call.function_code) + " not run: " +
+        armed.message());
+    return kNaaStatusKernelFailed;
   }
+  shared->running_kernels.Add();
   const uint8_t status = run();
-  if (!race->Win()) {
+  if (!calls_.race.Win(calls_.round)) {
     // The watchdog answered the call and ended the connection: nothing of
     // it may be touched from here on (it may be gone).
     EventEngine::LeaveGivenUp();
     shared->running_kernels.Done();
     return std::nullopt;
   }
-  if (alarm) shared->kernel_watchdog.Disarm(*alarm);
+  shared->kernel_watchdog.Disarm(*this);
+  calls_.kernel_owner = {};  // it holds the engine's entry, which holds us
   shared->running_kernels.Done();
   return status;
+}
+
+std::function<void()> ConnectionServer::Expired() {
+  // Under the watchdog's lock, the kernel's thread still in RunKernel (it
+  // disarms before it leaves): everything read here is the current call's.
+  return [self = shared_from_this(), round = calls_.round, owner = calls_.kernel_owner,
+          timeout = calls_.kernel_timeout, code = calls_.call.function_code] {
+    if (self->calls_.race.Win(round)) self->TakeOverOverrun(owner, timeout, code);
+  };
 }
 
 void ConnectionServer::TakeOverOverrun(const EventEngine::Owner& owner,

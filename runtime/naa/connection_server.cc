@@ -191,13 +191,9 @@ Status ConnectionServer::ServeQueuedCalls() {
     }
     server_.engine.BeforeBlocking();  // the kernel may take long: others are served meanwhile
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    // (After a kernel timeout HandleCall fails: the connection ends,
+    // docs/protocol.md 7.4.)
     server_.shared->admission.Idle(*place_.admission_slot);
-    // After a kernel timeout no later call may land in memory the kernel
-    // still uses: the connection ends (docs/protocol.md 7.4).
-    if (calls_.kernel_overran) {
-      protocol_.phase = Phase::kEnded;
-      return Status::Ok();
-    }
   }
   return Status::Ok();
 }

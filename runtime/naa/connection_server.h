@@ -150,7 +150,8 @@ struct CallObservation {
 // Owned by a shared_ptr: a kernel that overran its time limit keeps the
 // connection's memory alive (not its connection) until it returns.
 class ConnectionServer final : public Driven,
-                               public std::enable_shared_from_this<ConnectionServer> {
+                               public std::enable_shared_from_this<ConnectionServer>,
+                               private KernelAlarm {
  public:
   ConnectionServer(std::unique_ptr<Connection> conn, NaaHandler& handler,
                    std::shared_ptr<ServerShared> shared, const std::atomic<bool>& stopping,
@@ -211,6 +212,9 @@ class ConnectionServer final : public Driven,
   // and ended the connection (TakeOverOverrun); the caller must return
   // without touching anything of the connection.
   std::optional<uint8_t> RunKernel(NaaCall& call);
+  // The watchdog's alarm for the running kernel (KernelAlarm): takes the
+  // connection over (TakeOverOverrun) if the kernel has not returned first.
+  std::function<void()> Expired() override;
   // On the watchdog's thread, the kernel still running on `owner`: answers
   // kNaaStatusKernelTimeout, ends the connection, and has the engine give
   // the kernel's thread up.
@@ -313,6 +317,13 @@ class ConnectionServer final : public Driven,
     NaaCall call;                    // outlives a runaway kernel
     std::vector<WriteSlice> slices;  // the reply's writes, reused
     uint64_t count = 0;
+    // A kernel with a time limit: the race against the watchdog, the
+    // current round, and what the watchdog's expiry needs (set before the
+    // alarm is armed; the owner is cleared after the kernel won).
+    KernelRace race;
+    KernelRace::Round round = 0;
+    EventEngine::Owner kernel_owner;
+    std::chrono::milliseconds kernel_timeout{0};
     bool kernel_overran = false;  // its kernel given up; the connection ends
     IdleTracker idle;
   };

@@ -1,47 +1,59 @@
 #include "runtime/naa/kernel_workers.h"
 
+#include <string>
 #include <system_error>
 
 namespace naarpc::internal {
 
-std::optional<KernelWatchdog::Id> KernelWatchdog::Arm(Deadline::Clock::time_point at,
-                                                      std::function<void()> on_expiry) {
+Status KernelWatchdog::Arm(KernelAlarm& alarm, Deadline::Clock::time_point at) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Id id = next_id_++;
-  if (stopped_) return id;
+  if (stopped_) return Status::Ok();
   if (!thread_.joinable()) {
     try {
-      thread_ = std::thread([this] { Loop(); });
-    } catch (const std::system_error&) {
-      return std::nullopt;  // tried again by the next Arm
+      thread_ = start_thread_([this] { Loop(); });
+    } catch (const std::system_error& e) {
+      return ResourceExhaustedError(std::string("the kernel watchdog's thread cannot start: ") +
+                                    e.what());  // tried again by the next Arm
     }
   }
-  by_id_.emplace(id, timers_.emplace(at, std::make_pair(id, std::move(on_expiry))));
+  alarm.at_ = at;
+  alarm.armed_ = true;
+  // From the back: the new limit usually is the latest.
+  KernelAlarm* before = last_;
+  while (before != nullptr && before->at_ > at) before = before->prev_;
+  alarm.prev_ = before;
+  alarm.next_ = before != nullptr ? before->next_ : first_;
+  (alarm.next_ != nullptr ? alarm.next_->prev_ : last_) = &alarm;
+  (before != nullptr ? before->next_ : first_) = &alarm;
   if (at < wake_at_) cv_.notify_one();
-  return id;
+  return Status::Ok();
 }
 
-void KernelWatchdog::Disarm(Id id) {
+void KernelWatchdog::UnlinkLocked(KernelAlarm& alarm) {
+  (alarm.prev_ != nullptr ? alarm.prev_->next_ : first_) = alarm.next_;
+  (alarm.next_ != nullptr ? alarm.next_->prev_ : last_) = alarm.prev_;
+  alarm.prev_ = alarm.next_ = nullptr;
+  alarm.armed_ = false;
+}
+
+void KernelWatchdog::Disarm(KernelAlarm& alarm) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = by_id_.find(id);
-  if (it == by_id_.end()) return;  // fired (or stopped)
-  timers_.erase(it->second);
-  by_id_.erase(it);
+  if (alarm.armed_) UnlinkLocked(alarm);  // else fired (or stopped)
 }
 
 void KernelWatchdog::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopped_) {
     const auto now = Deadline::Clock::now();
-    while (!timers_.empty() && timers_.begin()->first <= now) {
-      auto node = timers_.extract(timers_.begin());
-      by_id_.erase(node.mapped().first);
-      StartExpiryLocked(lock, std::move(node.mapped().second));
+    while (first_ != nullptr && first_->at_ <= now) {
+      KernelAlarm& due = *first_;
+      UnlinkLocked(due);
+      StartExpiryLocked(lock, due.Expired());
       if (stopped_) return;
     }
     // A limit disarmed since stays the wake-up time: one spurious wake-up
     // rather than a notification per call.
-    wake_at_ = timers_.empty() ? Deadline::Clock::time_point::max() : timers_.begin()->first;
+    wake_at_ = first_ == nullptr ? Deadline::Clock::time_point::max() : first_->at_;
     if (wake_at_ == Deadline::Clock::time_point::max()) {
       cv_.wait(lock);
     } else {
@@ -79,12 +91,10 @@ void KernelWatchdog::StartExpiryLocked(std::unique_lock<std::mutex>& lock,
 void KernelWatchdog::Stop() {
   std::thread timer;
   std::list<Expiry> expiries;
-  Timers never;  // what the callbacks hold goes outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
-    never.swap(timers_);
-    by_id_.clear();
+    while (first_ != nullptr) UnlinkLocked(*first_);
     timer.swap(thread_);
   }
   cv_.notify_all();

@@ -3,7 +3,7 @@
 //
 // A kernel runs on the engine thread that took its call (no hand-over to
 // another thread: that cost more than the call). The watchdog is a timer; if
-// a kernel is still running at its time limit, the watchdog's callback takes
+// a kernel is still running at its time limit, the alarm's expiry takes
 // the connection over (answers kNaaStatusKernelTimeout, ends the
 // connection) and the engine gives the kernel's thread up: it finishes the
 // kernel by itself, then leaves. KernelRace decides, once, which of the two
@@ -18,69 +18,114 @@
 #include <cstdint>
 #include <functional>
 #include <list>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 
 #include "naarpc/deadline.h"
+#include "naarpc/status.h"
 
 namespace naarpc::internal {
 
-// Whether a kernel returned in time or its watchdog fired first.
+// Whether a kernel returned in time or its watchdog fired first, decided
+// once per call (round). One per connection, reused call after call: a
+// watchdog that fired late for an earlier round cannot win a later one.
 class KernelRace {
  public:
-  // True for the first caller only (the kernel's thread when it returns, the
-  // watchdog when it fires); the winner owns the connection from then on.
-  bool Win() { return !decided_.exchange(true, std::memory_order_acq_rel); }
+  using Round = uint64_t;
+  // Starts the next round, undecided. REQUIRES: the previous one decided or
+  // abandoned; one caller at a time (the connection's call).
+  Round Begin() {
+    const Round round = next_round_++;
+    state_.store(round << 1, std::memory_order_release);
+    return round;
+  }
+  // True for the first caller of `round` only (the kernel's thread when it
+  // returns, the watchdog when it fires); the winner owns the connection
+  // from then on. False for any other round.
+  bool Win(Round round) {
+    uint64_t undecided = round << 1;
+    return state_.compare_exchange_strong(undecided, undecided | 1, std::memory_order_acq_rel);
+  }
 
  private:
-  std::atomic<bool> decided_{false};
+  std::atomic<uint64_t> state_{1};  // (round << 1) | decided
+  Round next_round_ = 1;            // the caller's
 };
 
-// One timer for a server's kernels with a time limit: runs a callback when
-// a kernel's limit passes unless the kernel disarmed it first. Sleeps until
-// the earliest limit; arming a later one (every call of a routine with a
-// fixed limit) wakes nothing. A callback runs on a thread of its own (it
+// What a kernel with a time limit arms: intrusive, so arming and disarming
+// allocate nothing. Its owner disarms it (or sees it fire) before it goes.
+class KernelAlarm {
+ public:
+  KernelAlarm() = default;
+  KernelAlarm(const KernelAlarm&) = delete;
+  KernelAlarm& operator=(const KernelAlarm&) = delete;
+
+ protected:
+  ~KernelAlarm() = default;
+
+ private:
+  friend class KernelWatchdog;
+  // At the limit, under the watchdog's lock, the alarm still armed (so its
+  // owner is alive): what to run on a thread of its own. It must hold
+  // whatever it uses: the owner may go once the watchdog's lock is free.
+  virtual std::function<void()> Expired() = 0;
+
+  Deadline::Clock::time_point at_{};
+  KernelAlarm* prev_ = nullptr;  // earlier or equal limit; guarded by the watchdog's mu_
+  KernelAlarm* next_ = nullptr;
+  bool armed_ = false;
+};
+
+// One timer for a server's kernels with a time limit: runs an alarm's
+// expiry when its limit passes unless the kernel disarmed it first. Sleeps
+// until the earliest limit; arming a later one (every call of a routine with
+// a fixed limit) wakes nothing. An expiry runs on a thread of its own (it
 // may block: it answers the host), joined by Stop().
 class KernelWatchdog {
  public:
-  using Id = uint64_t;
+  // How the timer's thread starts; throws std::system_error if it cannot
+  // (tests inject that).
+  using ThreadStart = std::thread (*)(std::function<void()> body);
+  static std::thread StartThread(std::function<void()> body) { return std::thread(std::move(body)); }
 
-  KernelWatchdog() = default;
+  explicit KernelWatchdog(ThreadStart start_thread = &StartThread) : start_thread_(start_thread) {}
   ~KernelWatchdog() { Stop(); }
   KernelWatchdog(const KernelWatchdog&) = delete;
   KernelWatchdog& operator=(const KernelWatchdog&) = delete;
 
-  // Runs `on_expiry` once `at` has passed, unless Disarm(id) comes first;
-  // nullopt if the timer's thread cannot start (nothing is armed). After
-  // Stop(): never runs it.
-  std::optional<Id> Arm(Deadline::Clock::time_point at, std::function<void()> on_expiry);
-  void Disarm(Id id);
-  // Stops the timer (callbacks not yet due never run) and joins the
-  // callbacks' threads. Not from a callback.
+  // Arms `alarm` for `at`: its expiry runs once `at` has passed, unless
+  // Disarm(alarm) comes first. Not OK (nothing armed) if the timer's thread
+  // cannot start. After Stop(): OK, and it never fires.
+  // REQUIRES: `alarm` not armed.
+  Status Arm(KernelAlarm& alarm, Deadline::Clock::time_point at);
+  // Nothing if it has fired (or was never armed).
+  void Disarm(KernelAlarm& alarm);
+  // Stops the timer (alarms not yet due never fire) and joins the expiries'
+  // threads. Not from an expiry.
   void Stop();
 
  private:
-  using Timers = std::multimap<Deadline::Clock::time_point, std::pair<Id, std::function<void()>>>;
   struct Expiry {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
 
   void Loop();
+  void UnlinkLocked(KernelAlarm& alarm);
   // Starts `fn` on a thread of its own (runs it here if none can start).
   // REQUIRES: mu_ held; it is released while `fn` runs here.
   void StartExpiryLocked(std::unique_lock<std::mutex>& lock, std::function<void()> fn);
 
+  const ThreadStart start_thread_;
   std::mutex mu_;
   std::condition_variable cv_;
-  Timers timers_;                                  // guarded by mu_
-  std::unordered_map<Id, Timers::iterator> by_id_;  // guarded by mu_
-  Id next_id_ = 1;                                 // guarded by mu_
+  // Armed alarms, earliest limit first (a new one is linked from the back:
+  // with fixed limits per routine, at the back). Guarded by mu_.
+  KernelAlarm* first_ = nullptr;
+  KernelAlarm* last_ = nullptr;
   // When Loop() wakes next; max: not before it is notified. Guarded by mu_.
   Deadline::Clock::time_point wake_at_ = Deadline::Clock::time_point::max();
   bool stopped_ = false;      // guarded by mu_

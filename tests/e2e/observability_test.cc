@@ -3,10 +3,12 @@
 // interceptor chain. Checks both sides' per-routine statistics exactly, the
 // metrics endpoint (scraped with a real HTTP client during calls, the
 // exposition format parsed), interceptors (order, rejection on either side,
-// removal) and that an empty chain costs the call path no allocation.
+// removal), that an empty chain costs the call path no allocation, and
+// that a kernel with a time limit costs the NAA none.
 #include <atomic>
-#include <future>
+#include <chrono>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <new>
@@ -25,14 +27,19 @@
 #include "services/vector/vector.naa.h"
 #include "services/vector/vector_service.h"
 
-// Allocations made by the current thread while counting is on.
+// Allocations made by the current thread while counting is on; and those
+// of the NAA's threads that ran a kernel, while naa_counting is on.
 namespace {
 thread_local bool counting = false;
 thread_local uint64_t allocations = 0;
+thread_local bool ran_a_kernel = false;
+std::atomic<bool> naa_counting{false};
+std::atomic<uint64_t> naa_allocations{0};
 }  // namespace
 
 void* operator new(size_t n) {
   if (counting) ++allocations;
+  if (ran_a_kernel && naa_counting.load(std::memory_order_relaxed)) ++naa_allocations;
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
 }
@@ -419,6 +426,44 @@ TEST_F(ObservabilityTest, EmptyChainCostsTheCallPathNoAllocation) {
   EXPECT_EQ(with_stats, 0u);
   EXPECT_TRUE(journal.empty());
   EXPECT_EQ(HostStats("VectorArith.Add").completed, 51u);
+}
+
+TEST_F(ObservabilityTest, ATimedKernelCostsTheNaaNoAllocation) {
+  // VectorArith's routines have a time limit (timeout_ms: 2000): each call
+  // arms and disarms the server's kernel watchdog. Counted: what the NAA's
+  // threads that ran a kernel allocate during 50 calls (statistics on, an
+  // empty interceptor chain).
+  class Marking final : public NaaHandler {
+   public:
+    explicit Marking(NaaHandler& inner) : inner_(inner) {}
+    uint8_t Handle(NaaCall& call) override {
+      ran_a_kernel = true;
+      return inner_.Handle(call);
+    }
+    std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
+      return inner_.KernelTimeout(code);
+    }
+    std::string_view RoutineName(uint8_t code) const override { return inner_.RoutineName(code); }
+
+   private:
+    NaaHandler& inner_;
+  } marking(service_);
+  ASSERT_GT(marking.KernelTimeout(vec::VectorArithClient::kAddFunctionCode).count(), 0);
+  ServerOptions options;
+  options.stats = naa_stats_;
+  options.interceptors = naa_chain_;
+  options.log = [](std::string_view) {};
+  auto server = NaaServer::Start(*transport_, "127.0.0.1", 0, marking, options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  vec::VectorArithClient client(*transport_, "127.0.0.1", (*server)->port());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client.Add(a_, b_, out_).ok());  // warm
+  naa_allocations = 0;
+  naa_counting = true;
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(client.Add(a_, b_, out_).ok());
+  naa_counting = false;
+  EXPECT_EQ(naa_allocations.load(), 0u);
+  EXPECT_EQ(NaaStats("VectorArith.Add").completed, 53u);
+  (*server)->Shutdown();
 }
 
 }  // namespace
