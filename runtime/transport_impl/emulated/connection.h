@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "naarpc/transport.h"
@@ -118,14 +119,17 @@ struct SendQueue {
 };
 
 // A frame queued for the socket (header, then payload straight from
-// registered memory).
+// registered memory). Trivially copyable: queued, moved and dropped as
+// plain bytes.
 struct OutFrame {
-  // One trivially copyable block, so a move of the frame copies it whole.
   struct HeaderBytes {
     uint8_t bytes[kHdrSize];
   } hdr;
-  const uint8_t* payload = nullptr;                          // contiguous, or
-  std::shared_ptr<const std::vector<GatherPiece>> pieces;  // a gather list
+  const uint8_t* payload = nullptr;  // contiguous, or
+  // a gather list: its SendWr's (WireMessage::pieces), which stays in the
+  // send queue until the peer acks the frame, so after the frame is sent
+  // (HandleAck refuses an ack beyond Output::sent_seq).
+  const std::vector<GatherPiece>* pieces = nullptr;
   uint32_t len = 0;
   uint32_t corrupt_off = UINT32_MAX;
   uint8_t corrupt_byte = 0;
@@ -135,12 +139,16 @@ struct OutFrame {
   uint64_t stall_at = UINT64_MAX;  // kStallMidMessage: nothing is sent past it
   uint64_t total() const { return kHdrSize + len; }
 };
+static_assert(std::is_trivially_copyable_v<OutFrame>);
 
 // Output: frames in order, and the cumulative ack owed to the peer.
 struct Output {
   RingQueue<OutFrame> frames;
   // Requests processed (cumulative ack) and the value last queued in a CTRL.
   uint64_t acked = 0, sent_acked = 0;
+  // Request frames 1..sent_seq are written whole to the socket in order:
+  // the most a peer can have received, so acked.
+  uint64_t sent_seq = 0;
   bool stalled = false;  // fault injection: a sender stopped mid-message
   bool reading_after_send_error = false;  // Push's ReadInput after EPIPE/ECONNRESET
 };

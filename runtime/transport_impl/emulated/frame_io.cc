@@ -50,7 +50,7 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr.bytes);
   f.payload = m.payload;
-  f.pieces = m.pieces;
+  f.pieces = m.pieces.get();
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
@@ -176,7 +176,12 @@ bool EmuConnection::Push() {
       uint64_t take = std::min(left, f.total() - f.sent);
       f.sent += take;
       left -= take;
-      if (f.sent == f.total()) out_.frames.pop_front();
+      if (f.sent == f.total()) {
+        // In sequence only: after an RNR go-back, a frame that was half
+        // out goes on, ahead of the resent ones before it.
+        if (f.seq == out_.sent_seq + 1) out_.sent_seq = f.seq;
+        out_.frames.pop_front();
+      }
     }
     if (!out_.frames.empty() && out_.frames.front().sent == std::min(out_.frames.front().stall_at,
                                                          out_.frames.front().total())) {

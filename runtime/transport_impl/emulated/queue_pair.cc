@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace naarpc {
@@ -298,7 +299,7 @@ void EmuConnection::RetireLocalWrs() {
 }
 
 void EmuConnection::HandleAck(uint64_t count) {
-  if (count >= sq_.next_tx_seq) {
+  if (count > out_.sent_seq) {
     Break("protocol error: ack for a request not sent");
     return;
   }
@@ -363,6 +364,7 @@ void EmuConnection::HandleRnrNak(const Header& h) {
     }
   }
   sq_.next_tx_seq = h.seq;
+  out_.sent_seq = std::min(out_.sent_seq, h.seq - 1);
   sq_.rnr_pause_until = Clock::now() + opts_.rnr_delay;
 }
 
