@@ -271,7 +271,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   const bool frames = std::any_of(requests.begin(), requests.end(), [](const SendRequest& r) {
     return r.opcode != WorkOpcode::kBindWindow && r.opcode != WorkOpcode::kLocalInvalidate;
   });
-  if (!frames && out_.frames.empty()) return Status::Ok();
+  if (!frames && out_.frames.empty() && !out_.lead_ctrl) return Status::Ok();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();

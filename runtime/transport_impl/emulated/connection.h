@@ -146,6 +146,11 @@ struct Output {
   RingQueue<OutFrame> frames;
   // Requests processed (cumulative ack) and the value last queued in a CTRL.
   uint64_t acked = 0, sent_acked = 0;
+  // A CTRL that leads the next write, ahead of every frame (none started,
+  // no urgent frame queued: where QueueUrgent would put it), without a
+  // queued frame; one written in part becomes one.
+  bool lead_ctrl = false;
+  OutFrame::HeaderBytes lead_ctrl_hdr;
   // Request frames 1..sent_seq are written whole to the socket in order:
   // the most a peer can have received, so acked.
   uint64_t sent_seq = 0;
@@ -280,13 +285,27 @@ class EmuConnection final : public Connection {
   }
   void Break(std::string reason);
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
-  void Pump();
-  std::optional<Clock::time_point> NextTimer() const;
+  // Each of Pump, NextTimer, WatchStall and Push returns at once when it
+  // has nothing to do (most calls: inline, no call made).
+  void Pump() {
+    if (sq_.next_tx_seq == sq_.next_seq && sq_.local.empty() && !sq_.rnr_pause_until) return;
+    PumpQueued();
+  }
+  void PumpQueued();
+  std::optional<Clock::time_point> NextTimer() const {
+    if (sq_.next_tx_seq == sq_.next_seq && !stall_.deadline) return std::nullopt;
+    return NextTimerQueued();
+  }
+  std::optional<Clock::time_point> NextTimerQueued() const;
   // (Re)arms the stall deadline of a message in progress; `looked`: a read
   // (or a poll for input) has just been made, so a deadline already passed
   // means its bytes really stopped: the connection breaks. Only then: a
   // receiver that was busy elsewhere reads what came first.
-  void WatchStall(bool looked);
+  void WatchStall(bool looked) {
+    if (!in_.payload_pending && !stall_.deadline) return;
+    WatchStallPending(looked);
+  }
+  void WatchStallPending(bool looked);
   void ProcessRequest(const Header& h);
   void FinishRequest();
   void HandleAck(uint64_t count);
@@ -310,7 +329,11 @@ class EmuConnection final : public Connection {
   void EnqueueFrame(const SendWr& w);
   void QueueUrgent(OutFrame&& f);
   void UpdateCtrl();
-  bool Push();
+  bool Push() {
+    if (out_.frames.empty() && !out_.lead_ctrl && out_.acked == out_.sent_acked) return false;
+    return PushQueued();
+  }
+  bool PushQueued();
   void ReadInput(bool block = false);
   bool BlockingRead(Deadline deadline);
   void ParseBuffered();

@@ -76,6 +76,12 @@ void EmuConnection::UpdateCtrl() {
   h.type = kFrameCtrl;
   h.seq = out_.acked;
   out_.sent_acked = out_.acked;
+  if (out_.lead_ctrl || out_.frames.empty() ||
+      (out_.frames.front().sent == 0 && out_.frames.front().seq != 0)) {
+    EncodeHeader(h, out_.lead_ctrl_hdr.bytes);
+    out_.lead_ctrl = true;
+    return;
+  }
   for (OutFrame& f : out_.frames) {
     if (f.sent > 0) continue;
     if (f.seq != 0) break;  // control frames precede unstarted request frames
@@ -92,13 +98,17 @@ void EmuConnection::UpdateCtrl() {
 
 // Writes as much of the output queue as the socket takes. Returns true if
 // bytes remain (wait for POLLOUT).
-bool EmuConnection::Push() {
+bool EmuConnection::PushQueued() {
   if (broken_ || out_.stalled) return false;
   UpdateCtrl();
-  while (!out_.frames.empty()) {
+  while (out_.lead_ctrl || !out_.frames.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
     size_t total = 0;
+    if (out_.lead_ctrl) {
+      iov[n++] = {out_.lead_ctrl_hdr.bytes, kHdrSize};
+      total += kHdrSize;
+    }
     for (const OutFrame& f : out_.frames) {
       if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
       // A stalled message ends what goes out: its first bytes, then nothing.
@@ -171,7 +181,19 @@ bool EmuConnection::Push() {
       Break("send failed: " + Errno(send_errno));
       return false;
     }
-    for (uint64_t left = static_cast<uint64_t>(sent); left > 0;) {
+    uint64_t left = static_cast<uint64_t>(sent);
+    if (out_.lead_ctrl && left > 0) {
+      out_.lead_ctrl = false;
+      if (left < kHdrSize) {  // the rest goes as a frame
+        OutFrame f;
+        f.hdr = out_.lead_ctrl_hdr;
+        f.is_ctrl = true;
+        f.sent = left;
+        out_.frames.push_front(std::move(f));
+      }
+      left -= std::min<uint64_t>(left, kHdrSize);
+    }
+    while (left > 0) {
       OutFrame& f = out_.frames.front();
       uint64_t take = std::min(left, f.total() - f.sent);
       f.sent += take;

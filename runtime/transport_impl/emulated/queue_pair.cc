@@ -35,6 +35,7 @@ void EmuConnection::Break(std::string reason) {
   for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0, 0, 0);
   rq_.clear();
   out_.frames.clear();
+  out_.lead_ctrl = false;
   in_.payload_pending = false;
   in_.dest = nullptr;
   ::shutdown(fd_.get(), SHUT_RDWR);
@@ -47,6 +48,7 @@ void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t ve
   // a frame the peer just sees the disconnect.
   if (out_.frames.empty() || out_.frames.front().sent == 0) {
     out_.frames.clear();
+    out_.lead_ctrl = false;
     OutFrame f;
     Header h;
     h.type = kFrameNak;
@@ -62,7 +64,7 @@ void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t ve
 
 // Moves eligible WRs into the output queue, in order, and retires a head WR
 // that failed locally.
-void EmuConnection::Pump() {
+void EmuConnection::PumpQueued() {
   if (broken_) return;
   std::optional<Clock::time_point> now;
   auto Now = [&] {
@@ -99,7 +101,7 @@ void EmuConnection::Pump() {
   }
 }
 
-std::optional<Clock::time_point> EmuConnection::NextTimer() const {
+std::optional<Clock::time_point> EmuConnection::NextTimerQueued() const {
   if (broken_) return std::nullopt;
   std::optional<Clock::time_point> send;
   if (sq_.next_tx_seq < sq_.next_seq) {
@@ -114,7 +116,7 @@ std::optional<Clock::time_point> EmuConnection::NextTimer() const {
   return send ? std::min(*send, *stall_.deadline) : stall_.deadline;
 }
 
-void EmuConnection::WatchStall(bool looked) {
+void EmuConnection::WatchStallPending(bool looked) {
   if (broken_ || opts_.stall_timeout.count() <= 0 || !in_.payload_pending) {
     stall_.deadline.reset();
     return;
