@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,45 @@ struct GatherPiece {
   uint32_t len = 0;
 };
 
+// The gather lists of posted send WRs (SendRequest::sg_list) by id, so a WR
+// stays trivially copyable: a WR and its injected copy share one, and a
+// list released by every WR holding it is reused. Addresses are stable.
+// Not thread-safe (the connection's op_mu_).
+class GatherLists {
+ public:
+  // A new, empty list held once; its id in *id (never 0).
+  std::vector<GatherPiece>& New(uint32_t* id) {
+    if (free_.empty()) {
+      slots_.emplace_back();
+      free_.push_back(static_cast<uint32_t>(slots_.size()));
+    }
+    *id = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[*id - 1];
+    s.pieces.clear();
+    s.refs = 1;
+    return s.pieces;
+  }
+  // Id 0: no list.
+  const std::vector<GatherPiece>* Get(uint32_t id) const {
+    return id == 0 ? nullptr : &slots_[id - 1].pieces;
+  }
+  void Ref(uint32_t id) {
+    if (id != 0) ++slots_[id - 1].refs;
+  }
+  void Release(uint32_t id) {
+    if (id != 0 && --slots_[id - 1].refs == 0) free_.push_back(id);
+  }
+
+ private:
+  struct Slot {
+    std::vector<GatherPiece> pieces;
+    uint32_t refs = 0;
+  };
+  std::deque<Slot> slots_;
+  std::vector<uint32_t> free_;
+};
+
 // What a send WR puts on the wire. Fault injection may change it, move it
 // to the next WR (kSwapWithNext) or send a copy (kDuplicate).
 struct WireMessage {
@@ -51,9 +91,10 @@ struct WireMessage {
   bool delayed = false;
   uint32_t len = 0;
   const uint8_t* payload = nullptr;
-  // A gather list (SendRequest::sg_list), checked when posted and read when
-  // the frame goes out, as an HCA reads it by DMA; `payload` is then null.
-  std::shared_ptr<const std::vector<GatherPiece>> pieces;
+  // A gather list (SendRequest::sg_list, GatherLists id; 0: none), checked
+  // when posted and read when the frame goes out, as an HCA reads it by
+  // DMA; `payload` is then null.
+  uint32_t gather = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;
@@ -76,6 +117,7 @@ struct SendWr {
   uint32_t vendor_err = 0;
   int rnr_retries = 0;
 };
+static_assert(std::is_trivially_copyable_v<SendWr>);
 
 // A local work request (kBindWindow, kLocalInvalidate): no frame; it
 // executes once every frame posted before it (seq <= after_seq) has been
@@ -126,9 +168,9 @@ struct OutFrame {
     uint8_t bytes[kHdrSize];
   } hdr;
   const uint8_t* payload = nullptr;  // contiguous, or
-  // a gather list: its SendWr's (WireMessage::pieces), which stays in the
-  // send queue until the peer acks the frame, so after the frame is sent
-  // (HandleAck refuses an ack beyond Output::sent_seq).
+  // a gather list: its SendWr's (GatherLists), which holds it until the
+  // peer acks the frame, so after the frame is sent (HandleAck refuses an
+  // ack beyond Output::sent_seq), or the connection breaks.
   const std::vector<GatherPiece>* pieces = nullptr;
   uint32_t len = 0;
   uint32_t corrupt_off = UINT32_MAX;
@@ -353,6 +395,7 @@ class EmuConnection final : public Connection {
 
   CompletionQueue cq_;
   SendQueue sq_;
+  GatherLists gathers_;
   RingQueue<RecvWr> rq_;
   Output out_;
   Input in_;

@@ -21,10 +21,11 @@ constexpr int kMaxIov = 64;
 constexpr size_t kMaxBytesPerSend = size_t{256} << 20;
 constexpr int kMaxReadsPerCall = 64;
 
-// REQUIRES: offset < m.len.
-uint8_t PayloadByte(const WireMessage& m, uint32_t offset) {
-  if (!m.pieces) return m.payload[offset];
-  for (const GatherPiece& p : *m.pieces) {
+// REQUIRES: offset < m.len; `pieces`: m's gather list, if any.
+uint8_t PayloadByte(const WireMessage& m, const std::vector<GatherPiece>* pieces,
+                    uint32_t offset) {
+  if (pieces == nullptr) return m.payload[offset];
+  for (const GatherPiece& p : *pieces) {
     if (offset < p.len) return p.data[offset];
     offset -= p.len;
   }
@@ -50,13 +51,13 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr.bytes);
   f.payload = m.payload;
-  f.pieces = m.pieces.get();
+  f.pieces = gathers_.Get(m.gather);
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
   if (m.corrupt_off < m.len) {
     f.corrupt_off = m.corrupt_off;
-    f.corrupt_byte = static_cast<uint8_t>(PayloadByte(m, m.corrupt_off) ^ 0xff);
+    f.corrupt_byte = static_cast<uint8_t>(PayloadByte(m, f.pieces, m.corrupt_off) ^ 0xff);
   }
   out_.frames.push_back(std::move(f));
 }

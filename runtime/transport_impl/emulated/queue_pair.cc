@@ -23,6 +23,7 @@ void EmuConnection::Break(std::string reason) {
                sq_.local[li].post_index);
     }
     CompleteSend(w, CompletionStatus::kFlushed, 0);
+    gathers_.Release(w.msg.gather);
   }
   for (; li < sq_.local.size(); ++li) {
     Complete(sq_.local[li].wr_id, sq_.local[li].opcode, CompletionStatus::kFlushed, 0, 0,
@@ -93,8 +94,9 @@ void EmuConnection::PumpQueued() {
   if (!sq_.wrs.empty() && sq_.wrs.front().seq == sq_.next_tx_seq &&
       (sq_.local.empty() || sq_.local.front().after_seq >= sq_.next_tx_seq) &&
       sq_.wrs.front().fail != CompletionStatus::kSuccess) {
-    SendWr w = std::move(sq_.wrs.front());
+    SendWr w = sq_.wrs.front();
     sq_.wrs.pop_front();
+    gathers_.Release(w.msg.gather);
     ++sq_.next_tx_seq;
     CompleteSend(w, w.fail, w.vendor_err);
     Break(std::string(CompletionStatusName(w.fail)) + " on wr_id " + std::to_string(w.wr_id));
@@ -310,6 +312,7 @@ void EmuConnection::HandleAck(uint64_t count) {
     if (broken_) return;
     const SendWr& w = sq_.wrs.front();
     if (w.signaled) CompleteSend(w, CompletionStatus::kSuccess, 0);
+    gathers_.Release(w.msg.gather);
     sq_.wrs.pop_front();
   }
   RetireLocal();
@@ -330,6 +333,7 @@ void EmuConnection::HandleNak(const Header& h) {
                             : CompletionStatus::kGeneralError;
   SendWr w = sq_.wrs.front();
   sq_.wrs.pop_front();
+  gathers_.Release(w.msg.gather);  // its frame goes with the connection (Break)
   CompleteSend(w, st, h.imm);
   Break("peer reported " + std::string(CompletionStatusName(st)) + " for " +
         (w.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
@@ -350,6 +354,7 @@ void EmuConnection::HandleRnrNak(const Header& h) {
   if (opts_.rnr_retry_count >= 0 && w.rnr_retries >= opts_.rnr_retry_count) {
     SendWr failed = w;
     sq_.wrs.pop_front();
+    gathers_.Release(failed.msg.gather);  // its frame goes with the connection (Break)
     CompleteSend(failed, CompletionStatus::kRnrRetryExceeded, kEmuErrNoReceive);
     Break(std::string("RNR retry exceeded on ") +
           (failed.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
