@@ -344,24 +344,51 @@ void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
 }
 
 Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& returns) {
-  calls_.slices.clear();
+  ReplyWrites& w = calls_.reply;
+  // How much of return parameter p goes back.
+  auto reply_length = [&](size_t p) {
+    return std::min<uint64_t>(view_.params[p].reply_length,
+                              regions_.groups[regions_.param_index[p]].memory.size());
+  };
+  bool same = w.reusable && status == kNaaStatusSuccess && w.version == returns_.version &&
+              w.lengths.size() == returns.size();
+  for (size_t r = 0; same && r < returns.size(); ++r) same = w.lengths[r] == reply_length(returns[r]);
+  if (!same) NAARPC_RETURN_IF_ERROR(BuildReply(status, returns));
+  const uint32_t requests = static_cast<uint32_t>(w.requests.size());
+  if (ep_.send_budget().NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
+  // The last reply of a connection is signaled and waited for, so that it
+  // has left before the disconnect.
+  NAARPC_RETURN_IF_ERROR(ep_.PostSequence(w.requests,
+                                          EncodeStatusImmediate(regions_.dialect, status),
+                                          calls_.kernel_overran)
+                             .status());
+  if (calls_.kernel_overran) return ReclaimSendQueue();
+  return Status::Ok();
+}
+
+Status ConnectionServer::BuildReply(uint8_t status, const std::vector<size_t>& returns) {
+  ReplyWrites& w = calls_.reply;
+  w.reusable = false;
+  w.slices.clear();
+  w.lengths.clear();
   if (status == kNaaStatusSuccess) {
     // Each return parameter: the reply_length prefix, over its wire regions.
     for (size_t r = 0; r < returns.size(); ++r) {
       const size_t p = returns[r];
       const Group& g = regions_.groups[regions_.param_index[p]];
       const uint64_t want = std::min<uint64_t>(view_.params[p].reply_length, g.memory.size());
+      w.lengths.push_back(want);
       for (size_t i = 0; i < g.entry_count; ++i) {
         const WireEntry& e = regions_.entries[g.first_entry + i];
         if (want <= e.offset) break;
         const uint64_t len = std::min<uint64_t>(e.request.size, want - e.offset);
-        calls_.slices.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
-                                 e.request.addr,
-                                 regions_.windows ? returns_.window_rkeys[r] : e.request.rkey});
+        w.slices.push_back({{g.local_addr + e.offset, static_cast<uint32_t>(len), g.lkey},
+                            e.request.addr,
+                            regions_.windows ? returns_.window_rkeys[r] : e.request.rkey});
       }
     }
   }
-  if (calls_.slices.empty()) {
+  if (w.slices.empty()) {
     // Error status (or nothing to return): one zero-length WRITE_WITH_IMM to
     // the first return region, else the first parameter region.
     const size_t p = returns.empty() ? 0 : returns.front();
@@ -373,19 +400,14 @@ Status ConnectionServer::Reply(uint8_t status, const std::vector<size_t>& return
                                                                      : regions_.stream_index[0]];
     const WireEntry& e = regions_.entries[g.first_entry];
     const bool window = regions_.windows && !returns.empty() && !returns_.window_rkeys.empty();
-    calls_.slices.push_back({{g.local_addr, 0, g.lkey},
-                             e.request.addr,
-                             window ? returns_.window_rkeys.front() : e.request.rkey});
+    w.slices.push_back({{g.local_addr, 0, g.lkey},
+                        e.request.addr,
+                        window ? returns_.window_rkeys.front() : e.request.rkey});
   }
-  const uint32_t requests = static_cast<uint32_t>(calls_.slices.size());
-  if (ep_.send_budget().NeedsReclaim(requests)) NAARPC_RETURN_IF_ERROR(ReclaimSendQueue());
-  // The last reply of a connection is signaled and waited for, so that it
-  // has left before the disconnect.
-  NAARPC_RETURN_IF_ERROR(ep_.PostWrites(calls_.slices,
-                                        EncodeStatusImmediate(regions_.dialect, status),
-                                        calls_.kernel_overran)
-                             .status());
-  if (calls_.kernel_overran) return ReclaimSendQueue();
+  BuildWriteSequence(w.slices, w.requests);
+  // Memory windows: new keys every call.
+  w.reusable = status == kNaaStatusSuccess && !regions_.windows;
+  w.version = returns_.version;
   return Status::Ok();
 }
 

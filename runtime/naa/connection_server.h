@@ -231,6 +231,8 @@ class ConnectionServer final : public Driven,
   // When NoteIdle has something to do next; infinite if nothing.
   Deadline IdleDeadline() const;
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
+  // Builds calls_.reply for this status and these returns.
+  Status BuildReply(uint8_t status, const std::vector<size_t>& returns);
   void Log(const std::string& line) const;
 
   // ---- Streams (docs/protocol.md 15) ----
@@ -312,10 +314,21 @@ class ConnectionServer final : public Driven,
 
   // Calls: those waiting, the one running, its reply's writes, how many so
   // far (and how long none came: idle tracking).
+  // A reply's write sequence (BuildWriteSequence), posted again as it is
+  // while what it was built from stays: a success over return regions
+  // ReturnRegions::version with these lengths, without memory windows.
+  struct ReplyWrites {
+    std::vector<WriteSlice> slices;     // scratch
+    std::vector<SendRequest> requests;  // of the last reply
+    bool reusable = false;
+    uint64_t version = 0;
+    std::vector<uint64_t> lengths;  // per return parameter
+  };
+
   struct Calls {
     CallQueue queued;
-    NaaCall call;                    // outlives a runaway kernel
-    std::vector<WriteSlice> slices;  // the reply's writes, reused
+    NaaCall call;        // outlives a runaway kernel
+    ReplyWrites reply;   // the reply's writes, reused
     uint64_t count = 0;
     // A kernel with a time limit: the race against the watchdog, the
     // current round, and what the watchdog's expiry needs (set before the

@@ -170,14 +170,12 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
         w.fail = CompletionStatus::kLocalProtectionError;
         w.vendor_err = err;
       } else {
-        auto pieces = std::make_shared<std::vector<GatherPiece>>();
-        pieces->reserve(r.sg_list.size());
+        std::vector<GatherPiece>& pieces = gathers_.New(&w.msg.gather);
         for (const LocalBuffer& b : r.sg_list) {
           if (b.length == 0) continue;
-          pieces->push_back({reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(b.addr)),
-                             static_cast<uint32_t>(b.length)});
+          pieces.push_back({reinterpret_cast<const uint8_t*>(static_cast<uintptr_t>(b.addr)),
+                            static_cast<uint32_t>(b.length)});
         }
-        w.msg.pieces = std::move(pieces);
       }
     } else if (w.len > 0) {
       uint32_t index;
@@ -239,6 +237,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     std::optional<SendWr> copy;
     if (duplicate) {
       copy = w;
+      gathers_.Ref(w.msg.gather);
       copy->signaled = false;
       copy->duplicate = true;
     }
@@ -271,7 +270,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
   const bool frames = std::any_of(requests.begin(), requests.end(), [](const SendRequest& r) {
     return r.opcode != WorkOpcode::kBindWindow && r.opcode != WorkOpcode::kLocalInvalidate;
   });
-  if (!frames && out_.frames.empty()) return Status::Ok();
+  if (!frames && out_.frames.empty() && !out_.lead_ctrl) return Status::Ok();
   // Blocked output: keep reading so a peer that is sending to us too can
   // make progress (no deadlock between two big senders).
   if (Push()) ReadInput();

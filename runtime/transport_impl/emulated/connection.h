@@ -15,11 +15,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "naarpc/transport.h"
@@ -42,6 +44,45 @@ struct GatherPiece {
   uint32_t len = 0;
 };
 
+// The gather lists of posted send WRs (SendRequest::sg_list) by id, so a WR
+// stays trivially copyable: a WR and its injected copy share one, and a
+// list released by every WR holding it is reused. Addresses are stable.
+// Not thread-safe (the connection's op_mu_).
+class GatherLists {
+ public:
+  // A new, empty list held once; its id in *id (never 0).
+  std::vector<GatherPiece>& New(uint32_t* id) {
+    if (free_.empty()) {
+      slots_.emplace_back();
+      free_.push_back(static_cast<uint32_t>(slots_.size()));
+    }
+    *id = free_.back();
+    free_.pop_back();
+    Slot& s = slots_[*id - 1];
+    s.pieces.clear();
+    s.refs = 1;
+    return s.pieces;
+  }
+  // Id 0: no list.
+  const std::vector<GatherPiece>* Get(uint32_t id) const {
+    return id == 0 ? nullptr : &slots_[id - 1].pieces;
+  }
+  void Ref(uint32_t id) {
+    if (id != 0) ++slots_[id - 1].refs;
+  }
+  void Release(uint32_t id) {
+    if (id != 0 && --slots_[id - 1].refs == 0) free_.push_back(id);
+  }
+
+ private:
+  struct Slot {
+    std::vector<GatherPiece> pieces;
+    uint32_t refs = 0;
+  };
+  std::deque<Slot> slots_;
+  std::vector<uint32_t> free_;
+};
+
 // What a send WR puts on the wire. Fault injection may change it, move it
 // to the next WR (kSwapWithNext) or send a copy (kDuplicate).
 struct WireMessage {
@@ -50,9 +91,10 @@ struct WireMessage {
   bool delayed = false;
   uint32_t len = 0;
   const uint8_t* payload = nullptr;
-  // A gather list (SendRequest::sg_list), checked when posted and read when
-  // the frame goes out, as an HCA reads it by DMA; `payload` is then null.
-  std::shared_ptr<const std::vector<GatherPiece>> pieces;
+  // A gather list (SendRequest::sg_list, GatherLists id; 0: none), checked
+  // when posted and read when the frame goes out, as an HCA reads it by
+  // DMA; `payload` is then null.
+  uint32_t gather = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;
@@ -75,6 +117,7 @@ struct SendWr {
   uint32_t vendor_err = 0;
   int rnr_retries = 0;
 };
+static_assert(std::is_trivially_copyable_v<SendWr>);
 
 // A local work request (kBindWindow, kLocalInvalidate): no frame; it
 // executes once every frame posted before it (seq <= after_seq) has been
@@ -118,14 +161,17 @@ struct SendQueue {
 };
 
 // A frame queued for the socket (header, then payload straight from
-// registered memory).
+// registered memory). Trivially copyable: queued, moved and dropped as
+// plain bytes.
 struct OutFrame {
-  // One trivially copyable block, so a move of the frame copies it whole.
   struct HeaderBytes {
     uint8_t bytes[kHdrSize];
   } hdr;
-  const uint8_t* payload = nullptr;                          // contiguous, or
-  std::shared_ptr<const std::vector<GatherPiece>> pieces;  // a gather list
+  const uint8_t* payload = nullptr;  // contiguous, or
+  // a gather list: its SendWr's (GatherLists), which holds it until the
+  // peer acks the frame, so after the frame is sent (HandleAck refuses an
+  // ack beyond Output::sent_seq), or the connection breaks.
+  const std::vector<GatherPiece>* pieces = nullptr;
   uint32_t len = 0;
   uint32_t corrupt_off = UINT32_MAX;
   uint8_t corrupt_byte = 0;
@@ -135,12 +181,21 @@ struct OutFrame {
   uint64_t stall_at = UINT64_MAX;  // kStallMidMessage: nothing is sent past it
   uint64_t total() const { return kHdrSize + len; }
 };
+static_assert(std::is_trivially_copyable_v<OutFrame>);
 
 // Output: frames in order, and the cumulative ack owed to the peer.
 struct Output {
   RingQueue<OutFrame> frames;
   // Requests processed (cumulative ack) and the value last queued in a CTRL.
   uint64_t acked = 0, sent_acked = 0;
+  // A CTRL that leads the next write, ahead of every frame (none started,
+  // no urgent frame queued: where QueueUrgent would put it), without a
+  // queued frame; one written in part becomes one.
+  bool lead_ctrl = false;
+  OutFrame::HeaderBytes lead_ctrl_hdr;
+  // Request frames 1..sent_seq are written whole to the socket in order:
+  // the most a peer can have received, so acked.
+  uint64_t sent_seq = 0;
   bool stalled = false;  // fault injection: a sender stopped mid-message
   bool reading_after_send_error = false;  // Push's ReadInput after EPIPE/ECONNRESET
 };
@@ -272,13 +327,27 @@ class EmuConnection final : public Connection {
   }
   void Break(std::string reason);
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
-  void Pump();
-  std::optional<Clock::time_point> NextTimer() const;
+  // Each of Pump, NextTimer, WatchStall and Push returns at once when it
+  // has nothing to do (most calls: inline, no call made).
+  void Pump() {
+    if (sq_.next_tx_seq == sq_.next_seq && sq_.local.empty() && !sq_.rnr_pause_until) return;
+    PumpQueued();
+  }
+  void PumpQueued();
+  std::optional<Clock::time_point> NextTimer() const {
+    if (sq_.next_tx_seq == sq_.next_seq && !stall_.deadline) return std::nullopt;
+    return NextTimerQueued();
+  }
+  std::optional<Clock::time_point> NextTimerQueued() const;
   // (Re)arms the stall deadline of a message in progress; `looked`: a read
   // (or a poll for input) has just been made, so a deadline already passed
   // means its bytes really stopped: the connection breaks. Only then: a
   // receiver that was busy elsewhere reads what came first.
-  void WatchStall(bool looked);
+  void WatchStall(bool looked) {
+    if (!in_.payload_pending && !stall_.deadline) return;
+    WatchStallPending(looked);
+  }
+  void WatchStallPending(bool looked);
   void ProcessRequest(const Header& h);
   void FinishRequest();
   void HandleAck(uint64_t count);
@@ -302,7 +371,11 @@ class EmuConnection final : public Connection {
   void EnqueueFrame(const SendWr& w);
   void QueueUrgent(OutFrame&& f);
   void UpdateCtrl();
-  bool Push();
+  bool Push() {
+    if (out_.frames.empty() && !out_.lead_ctrl && out_.acked == out_.sent_acked) return false;
+    return PushQueued();
+  }
+  bool PushQueued();
   void ReadInput(bool block = false);
   bool BlockingRead(Deadline deadline);
   void ParseBuffered();
@@ -322,6 +395,7 @@ class EmuConnection final : public Connection {
 
   CompletionQueue cq_;
   SendQueue sq_;
+  GatherLists gathers_;
   RingQueue<RecvWr> rq_;
   Output out_;
   Input in_;

@@ -21,10 +21,11 @@ constexpr int kMaxIov = 64;
 constexpr size_t kMaxBytesPerSend = size_t{256} << 20;
 constexpr int kMaxReadsPerCall = 64;
 
-// REQUIRES: offset < m.len.
-uint8_t PayloadByte(const WireMessage& m, uint32_t offset) {
-  if (!m.pieces) return m.payload[offset];
-  for (const GatherPiece& p : *m.pieces) {
+// REQUIRES: offset < m.len; `pieces`: m's gather list, if any.
+uint8_t PayloadByte(const WireMessage& m, const std::vector<GatherPiece>* pieces,
+                    uint32_t offset) {
+  if (pieces == nullptr) return m.payload[offset];
+  for (const GatherPiece& p : *pieces) {
     if (offset < p.len) return p.data[offset];
     offset -= p.len;
   }
@@ -50,13 +51,13 @@ void EmuConnection::EnqueueFrame(const SendWr& w) {
   h.flags = m.solicited ? kFrameFlagSolicited : 0;
   EncodeHeader(h, f.hdr.bytes);
   f.payload = m.payload;
-  f.pieces = m.pieces;
+  f.pieces = gathers_.Get(m.gather);
   f.len = m.len;
   f.seq = w.seq;
   if (m.stall_after != UINT32_MAX) f.stall_at = kHdrSize + std::min(m.stall_after, m.len);
   if (m.corrupt_off < m.len) {
     f.corrupt_off = m.corrupt_off;
-    f.corrupt_byte = static_cast<uint8_t>(PayloadByte(m, m.corrupt_off) ^ 0xff);
+    f.corrupt_byte = static_cast<uint8_t>(PayloadByte(m, f.pieces, m.corrupt_off) ^ 0xff);
   }
   out_.frames.push_back(std::move(f));
 }
@@ -76,6 +77,12 @@ void EmuConnection::UpdateCtrl() {
   h.type = kFrameCtrl;
   h.seq = out_.acked;
   out_.sent_acked = out_.acked;
+  if (out_.lead_ctrl || out_.frames.empty() ||
+      (out_.frames.front().sent == 0 && out_.frames.front().seq != 0)) {
+    EncodeHeader(h, out_.lead_ctrl_hdr.bytes);
+    out_.lead_ctrl = true;
+    return;
+  }
   for (OutFrame& f : out_.frames) {
     if (f.sent > 0) continue;
     if (f.seq != 0) break;  // control frames precede unstarted request frames
@@ -92,13 +99,17 @@ void EmuConnection::UpdateCtrl() {
 
 // Writes as much of the output queue as the socket takes. Returns true if
 // bytes remain (wait for POLLOUT).
-bool EmuConnection::Push() {
+bool EmuConnection::PushQueued() {
   if (broken_ || out_.stalled) return false;
   UpdateCtrl();
-  while (!out_.frames.empty()) {
+  while (out_.lead_ctrl || !out_.frames.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
     size_t total = 0;
+    if (out_.lead_ctrl) {
+      iov[n++] = {out_.lead_ctrl_hdr.bytes, kHdrSize};
+      total += kHdrSize;
+    }
     for (const OutFrame& f : out_.frames) {
       if (n > kMaxIov - 4 || total >= kMaxBytesPerSend) break;
       // A stalled message ends what goes out: its first bytes, then nothing.
@@ -171,12 +182,29 @@ bool EmuConnection::Push() {
       Break("send failed: " + Errno(send_errno));
       return false;
     }
-    for (uint64_t left = static_cast<uint64_t>(sent); left > 0;) {
+    uint64_t left = static_cast<uint64_t>(sent);
+    if (out_.lead_ctrl && left > 0) {
+      out_.lead_ctrl = false;
+      if (left < kHdrSize) {  // the rest goes as a frame
+        OutFrame f;
+        f.hdr = out_.lead_ctrl_hdr;
+        f.is_ctrl = true;
+        f.sent = left;
+        out_.frames.push_front(std::move(f));
+      }
+      left -= std::min<uint64_t>(left, kHdrSize);
+    }
+    while (left > 0) {
       OutFrame& f = out_.frames.front();
       uint64_t take = std::min(left, f.total() - f.sent);
       f.sent += take;
       left -= take;
-      if (f.sent == f.total()) out_.frames.pop_front();
+      if (f.sent == f.total()) {
+        // In sequence only: after an RNR go-back, a frame that was half
+        // out goes on, ahead of the resent ones before it.
+        if (f.seq == out_.sent_seq + 1) out_.sent_seq = f.seq;
+        out_.frames.pop_front();
+      }
     }
     if (!out_.frames.empty() && out_.frames.front().sent == std::min(out_.frames.front().stall_at,
                                                          out_.frames.front().total())) {

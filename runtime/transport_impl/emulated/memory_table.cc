@@ -40,14 +40,9 @@ void MrTable::RemoveWindow(uint32_t index) {
 void MrTable::Cache::Put(uint64_t version, const Item& item) {
   if (version != version_) {
     version_ = version;
-    size_ = next_ = 0;
+    for (Item& i : items_) i = Item{};
   }
-  if (size_ < kSize) {
-    items_[size_++] = item;
-  } else {
-    items_[next_] = item;
-    next_ = (next_ + 1) % kSize;
-  }
+  items_[item.index % kSize] = item;
 }
 
 bool MrTable::ExistsUnderLock(uint32_t index) {

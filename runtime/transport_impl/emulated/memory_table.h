@@ -50,23 +50,20 @@ class MrTable {
    private:
     friend class MrTable;
     struct Item {
-      uint32_t index;
-      uint8_t* addr;
-      size_t len;
-      uint32_t access;
+      uint32_t index = 0;  // 0: empty (no region has index 0)
+      uint8_t* addr = nullptr;
+      size_t len = 0;
+      uint32_t access = 0;
     };
+    // Direct-mapped by index: one slot to look at.
     const Item* Find(uint64_t version, uint32_t index) const {
-      if (version != version_) return nullptr;
-      for (size_t i = 0; i < size_; ++i) {
-        if (items_[i].index == index) return &items_[i];
-      }
-      return nullptr;
+      const Item& item = items_[index % kSize];
+      return version == version_ && item.index == index ? &item : nullptr;
     }
     void Put(uint64_t version, const Item& item);
 
-    static constexpr size_t kSize = 8;
+    static constexpr size_t kSize = 16;
     uint64_t version_ = UINT64_MAX;  // of every item; none yet
-    size_t size_ = 0, next_ = 0;     // items; the next to replace once full
     Item items_[kSize];
   };
 

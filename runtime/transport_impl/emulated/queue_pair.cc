@@ -5,6 +5,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace naarpc {
@@ -22,6 +23,7 @@ void EmuConnection::Break(std::string reason) {
                sq_.local[li].post_index);
     }
     CompleteSend(w, CompletionStatus::kFlushed, 0);
+    gathers_.Release(w.msg.gather);
   }
   for (; li < sq_.local.size(); ++li) {
     Complete(sq_.local[li].wr_id, sq_.local[li].opcode, CompletionStatus::kFlushed, 0, 0,
@@ -34,6 +36,7 @@ void EmuConnection::Break(std::string reason) {
   for (const RecvWr& r : rq_) Complete(r.wr_id, WorkOpcode::kRecv, CompletionStatus::kFlushed, 0, 0, 0);
   rq_.clear();
   out_.frames.clear();
+  out_.lead_ctrl = false;
   in_.payload_pending = false;
   in_.dest = nullptr;
   ::shutdown(fd_.get(), SHUT_RDWR);
@@ -46,6 +49,7 @@ void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t ve
   // a frame the peer just sees the disconnect.
   if (out_.frames.empty() || out_.frames.front().sent == 0) {
     out_.frames.clear();
+    out_.lead_ctrl = false;
     OutFrame f;
     Header h;
     h.type = kFrameNak;
@@ -61,7 +65,7 @@ void EmuConnection::ResponderFail(uint64_t seq, CompletionStatus st, uint32_t ve
 
 // Moves eligible WRs into the output queue, in order, and retires a head WR
 // that failed locally.
-void EmuConnection::Pump() {
+void EmuConnection::PumpQueued() {
   if (broken_) return;
   std::optional<Clock::time_point> now;
   auto Now = [&] {
@@ -90,15 +94,16 @@ void EmuConnection::Pump() {
   if (!sq_.wrs.empty() && sq_.wrs.front().seq == sq_.next_tx_seq &&
       (sq_.local.empty() || sq_.local.front().after_seq >= sq_.next_tx_seq) &&
       sq_.wrs.front().fail != CompletionStatus::kSuccess) {
-    SendWr w = std::move(sq_.wrs.front());
+    SendWr w = sq_.wrs.front();
     sq_.wrs.pop_front();
+    gathers_.Release(w.msg.gather);
     ++sq_.next_tx_seq;
     CompleteSend(w, w.fail, w.vendor_err);
     Break(std::string(CompletionStatusName(w.fail)) + " on wr_id " + std::to_string(w.wr_id));
   }
 }
 
-std::optional<Clock::time_point> EmuConnection::NextTimer() const {
+std::optional<Clock::time_point> EmuConnection::NextTimerQueued() const {
   if (broken_) return std::nullopt;
   std::optional<Clock::time_point> send;
   if (sq_.next_tx_seq < sq_.next_seq) {
@@ -113,7 +118,7 @@ std::optional<Clock::time_point> EmuConnection::NextTimer() const {
   return send ? std::min(*send, *stall_.deadline) : stall_.deadline;
 }
 
-void EmuConnection::WatchStall(bool looked) {
+void EmuConnection::WatchStallPending(bool looked) {
   if (broken_ || opts_.stall_timeout.count() <= 0 || !in_.payload_pending) {
     stall_.deadline.reset();
     return;
@@ -298,7 +303,7 @@ void EmuConnection::RetireLocalWrs() {
 }
 
 void EmuConnection::HandleAck(uint64_t count) {
-  if (count >= sq_.next_tx_seq) {
+  if (count > out_.sent_seq) {
     Break("protocol error: ack for a request not sent");
     return;
   }
@@ -307,6 +312,7 @@ void EmuConnection::HandleAck(uint64_t count) {
     if (broken_) return;
     const SendWr& w = sq_.wrs.front();
     if (w.signaled) CompleteSend(w, CompletionStatus::kSuccess, 0);
+    gathers_.Release(w.msg.gather);
     sq_.wrs.pop_front();
   }
   RetireLocal();
@@ -327,6 +333,7 @@ void EmuConnection::HandleNak(const Header& h) {
                             : CompletionStatus::kGeneralError;
   SendWr w = sq_.wrs.front();
   sq_.wrs.pop_front();
+  gathers_.Release(w.msg.gather);  // its frame goes with the connection (Break)
   CompleteSend(w, st, h.imm);
   Break("peer reported " + std::string(CompletionStatusName(st)) + " for " +
         (w.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
@@ -347,6 +354,7 @@ void EmuConnection::HandleRnrNak(const Header& h) {
   if (opts_.rnr_retry_count >= 0 && w.rnr_retries >= opts_.rnr_retry_count) {
     SendWr failed = w;
     sq_.wrs.pop_front();
+    gathers_.Release(failed.msg.gather);  // its frame goes with the connection (Break)
     CompleteSend(failed, CompletionStatus::kRnrRetryExceeded, kEmuErrNoReceive);
     Break(std::string("RNR retry exceeded on ") +
           (failed.duplicate ? "a duplicate injected by fault injection of " : "") + "wr_id " +
@@ -363,6 +371,7 @@ void EmuConnection::HandleRnrNak(const Header& h) {
     }
   }
   sq_.next_tx_seq = h.seq;
+  out_.sent_seq = std::min(out_.sent_seq, h.seq - 1);
   sq_.rnr_pause_until = Clock::now() + opts_.rnr_delay;
 }
 
