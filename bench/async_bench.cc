@@ -11,6 +11,7 @@
 //   bazel run -c opt //bench:async_bench -- [--transport=emulated|verbs]
 //       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000]
 #include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -88,6 +90,99 @@ std::optional<SchedTimes> ThreadSchedTimes(const std::string& name) {
   return matches == 1 ? found : std::nullopt;
 }
 
+// Context switches of a thread, from its /proc status: it slept
+// (voluntary) and it was preempted (nonvoluntary).
+struct Switches {
+  int64_t slept = 0, preempted = 0;
+};
+std::optional<Switches> TaskSwitches(const std::string& task) {
+  std::ifstream status(task + "/status");
+  std::string line;
+  Switches s;
+  int found = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+      s.slept = std::stoll(line.substr(line.find(':') + 1));
+      ++found;
+    } else if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0) {
+      s.preempted = std::stoll(line.substr(line.find(':') + 1));
+      ++found;
+    }
+  }
+  return found == 2 ? std::optional(s) : std::nullopt;
+}
+
+// Context switches of each live thread of process `pid`, by thread id.
+std::map<std::string, int64_t> ProcessSwitchesByThread(pid_t pid) {
+  std::map<std::string, int64_t> out;
+  const std::string dir_name = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(dir_name.c_str());
+  if (dir == nullptr) return out;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    if (auto s = TaskSwitches(dir_name + "/" + e->d_name)) out[e->d_name] = s->slept + s->preempted;
+  }
+  closedir(dir);
+  return out;
+}
+
+// The engine thread's context switches (nullopt: none, or several, by that name).
+std::optional<Switches> NamedThreadSwitches(const std::string& name) {
+  std::optional<Switches> found;
+  int matches = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return std::nullopt;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string comm_name;
+    if (!std::getline(comm, comm_name) || comm_name != name) continue;
+    ++matches;
+    found = TaskSwitches(task);
+  }
+  closedir(dir);
+  return matches == 1 ? found : std::nullopt;
+}
+
+// Context switches per call over a timed run: the client's process (all
+// its threads, exited ones included: getrusage) and the NAA's (its threads
+// alive at the end; one that left during the run is missed, which the
+// NAA's threads do only after seconds without events); -1: not measured.
+struct SwitchesPerCall {
+  double client = -1, naa = -1;
+};
+class SwitchMeter {
+ public:
+  explicit SwitchMeter(pid_t naa)
+      : naa_(naa), client0_(ClientSwitches()), naa0_(ProcessSwitchesByThread(naa)) {}
+  SwitchesPerCall PerCall(size_t calls) const {
+    SwitchesPerCall r;
+    const int64_t client1 = ClientSwitches();
+    if (client0_ >= 0 && client1 >= 0) r.client = double(client1 - client0_) / double(calls);
+    const auto naa1 = ProcessSwitchesByThread(naa_);
+    if (!naa1.empty()) {
+      int64_t n = 0;
+      for (const auto& [tid, count] : naa1) {
+        auto before = naa0_.find(tid);
+        n += count - (before == naa0_.end() ? 0 : before->second);
+      }
+      r.naa = double(n) / double(calls);
+    }
+    return r;
+  }
+
+ private:
+  static int64_t ClientSwitches() {
+    rusage u{};
+    if (getrusage(RUSAGE_SELF, &u) != 0) return -1;
+    return int64_t{u.ru_nvcsw} + u.ru_nivcsw;
+  }
+  pid_t naa_;
+  int64_t client0_;
+  std::map<std::string, int64_t> naa0_;
+};
+
 // CPU time per call (µs) of the client's and the NAA's processes over a
 // timed run; -1: not measured.
 struct CpuPerCall {
@@ -124,6 +219,10 @@ struct EngineRun {
   // The engine thread per call: on a CPU, and runnable waiting for one
   // (-1: not read).
   double engine_run_us = -1, engine_wait_us = -1;
+  SwitchesPerCall switches;
+  // The engine thread's context switches per call: it slept, it was
+  // preempted (-1: not read).
+  double engine_slept = -1, engine_preempted = -1;
 };
 EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, uint16_t port,
                     pid_t naa, size_t inflight, size_t calls) {
@@ -162,6 +261,8 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
     }, naarpc::Deadline::After(kCallDeadline));
   };
   const std::optional<SchedTimes> sched0 = ThreadSchedTimes("naarpc-engine");
+  const std::optional<Switches> switches0 = NamedThreadSwitches("naarpc-engine");
+  const SwitchMeter switches(naa);
   const CpuMeter cpu(naa);
   const auto start = Clock::now();
   for (Slot& s : slots) next(s);
@@ -175,6 +276,12 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
   run.helper_threads = helper_threads;
   run.ok = !failed.load();
   run.cpu = cpu.PerCall(calls);
+  run.switches = switches.PerCall(calls);
+  if (const std::optional<Switches> switches1 = NamedThreadSwitches("naarpc-engine");
+      switches0 && switches1) {
+    run.engine_slept = double(switches1->slept - switches0->slept) / double(calls);
+    run.engine_preempted = double(switches1->preempted - switches0->preempted) / double(calls);
+  }
   if (const std::optional<SchedTimes> sched1 = ThreadSchedTimes("naarpc-engine");
       sched0 && sched1) {
     run.engine_run_us = double(sched1->run_ns - sched0->run_ns) / 1e3 / double(calls);
@@ -185,7 +292,8 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
 
 // K threads, each making blocking calls.
 double RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                  pid_t naa, size_t inflight, size_t calls, bool* ok, CpuPerCall* cpu_per_call) {
+                  pid_t naa, size_t inflight, size_t calls, bool* ok, CpuPerCall* cpu_per_call,
+                  SwitchesPerCall* switches_per_call) {
   naarpc::codegen::StubOptions options;
   options.max_sessions_per_routine = inflight;
   vec::VectorArithClient client(transport, address, port, options);
@@ -204,6 +312,7 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
     for (Slot& s : slots) warm.emplace_back(work, std::ref(s), 1);
     for (auto& t : warm) t.join();
   }
+  const SwitchMeter switches(naa);
   const CpuMeter cpu(naa);
   const auto start = Clock::now();
   std::vector<std::thread> threads;
@@ -213,6 +322,7 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   *cpu_per_call = cpu.PerCall(calls);
+  *switches_per_call = switches.PerCall(calls);
   *ok = !failed.load();
   return double(calls) / seconds;
 }
@@ -273,6 +383,8 @@ int main(int argc, char** argv) {
     size_t k;
     CpuPerCall engine, threads;
     double engine_run_us, engine_wait_us;
+    SwitchesPerCall engine_switches, threads_switches;
+    double engine_slept, engine_preempted;
   };
   std::vector<CpuRow> cpu_rows;
   for (size_t k : inflight) {
@@ -281,10 +393,11 @@ int main(int argc, char** argv) {
     if (mode != "threads") engine = RunEngine(**transport, address, port, naa->pid(), k, calls);
     bool ok = true;
     CpuPerCall threads_cpu;
+    SwitchesPerCall threads_switches;
     const double threads =
         mode == "engine" ? 0
                          : RunThreads(**transport, address, port, naa->pid(), k, calls, &ok,
-                                      &threads_cpu);
+                                      &threads_cpu, &threads_switches);
     if (!engine.ok || !ok) {
       rc = 1;
       break;
@@ -293,27 +406,42 @@ int main(int argc, char** argv) {
                 threads, engine.calls_per_s / threads, engine.engine_threads,
                 engine.helper_threads, k);
     std::fflush(stdout);
-    cpu_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us});
+    cpu_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us,
+                        engine.switches, threads_switches, engine.engine_slept,
+                        engine.engine_preempted});
   }
   // CPU time per call (process CPU clocks; the engine thread's schedstat).
   std::printf("\nCPU time per call, us (client and NAA processes; the client's engine thread on a "
               "CPU and runnable waiting for one)\n");
   std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
               "threads: client, NAA", "engine thread: on CPU, runnable");
-  const auto us = [](double v) {
-    char cell[32];
+  const auto cell = [](double v, const char* format) {
+    char text[32];
     if (v < 0) {
-      std::snprintf(cell, sizeof cell, "%10s", "-");
+      std::snprintf(text, sizeof text, "%10s", "-");
     } else {
-      std::snprintf(cell, sizeof cell, "%10.1f", v);
+      std::snprintf(text, sizeof text, format, v);
     }
-    return std::string(cell);
+    return std::string(text);
   };
+  const auto us = [&](double v) { return cell(v, "%10.1f"); };
   for (const CpuRow& r : cpu_rows) {
     std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, us(r.engine.client_us).c_str(),
                 us(r.engine.naa_us).c_str(), us(r.threads.client_us).c_str(),
                 us(r.threads.naa_us).c_str(), us(r.engine_run_us).c_str(),
                 us(r.engine_wait_us).c_str());
+  }
+  // Context switches per call (/proc status; the client's from getrusage).
+  std::printf("\nContext switches per call (client and NAA processes; the client's engine thread "
+              "slept and was preempted)\n");
+  std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
+              "threads: client, NAA", "engine thread: slept, preempted");
+  const auto n = [&](double v) { return cell(v, "%10.2f"); };
+  for (const CpuRow& r : cpu_rows) {
+    std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, n(r.engine_switches.client).c_str(),
+                n(r.engine_switches.naa).c_str(), n(r.threads_switches.client).c_str(),
+                n(r.threads_switches.naa).c_str(), n(r.engine_slept).c_str(),
+                n(r.engine_preempted).c_str());
   }
   naa->Stop();
   return rc;

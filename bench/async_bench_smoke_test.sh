@@ -11,3 +11,8 @@ cpu=$(sed -n '/^CPU time per call/,$p' <<<"$out")
 for k in 1 8; do
   grep -qE "^$k +\|( +[0-9]+\.[0-9]){2} \|( +[0-9]+\.[0-9]){2} \|( +([0-9]+\.[0-9]|-)){2}$" <<<"$cpu"
 done
+# The context switch table: a row per K, both processes in both modes.
+sw=$(sed -n '/^Context switches per call/,$p' <<<"$out")
+for k in 1 8; do
+  grep -qE "^$k +\|( +[0-9]+\.[0-9]{2}){2} \|( +[0-9]+\.[0-9]{2}){2} \|( +([0-9]+\.[0-9]{2}|-)){2}$" <<<"$sw"
+done
