@@ -26,15 +26,16 @@ namespace {
 struct Row {
   size_t bytes = 0;
   Stats naarpc, raw;  // with --blocks: over all blocks' calls
-  // --blocks: each pair's naarpc / baseline block median, and how many
-  // blocks of each side were slow (a median above kSlowBlock times the
-  // median block of both sides: a phase of the shared host, or a real cost
-  // of one side if it has clearly more of them).
-  std::vector<double> pair_ratios;
+  // --blocks: each pair's naarpc / baseline block median; those of the
+  // pairs whose two blocks were both fast; and how many blocks of each side
+  // were slow (a median above kSlowBlock times the fastest block of either
+  // side: calls that fell asleep while a loaded host had descheduled a
+  // peer, or a real cost of one side if it has clearly more of them).
+  std::vector<double> pair_ratios, fast_pair_ratios;
   int slow_naarpc = 0, slow_raw = 0;
 };
 
-constexpr size_t kCallsPerBlock = 200;
+constexpr size_t kCallsPerBlock = 100;
 constexpr double kSlowBlock = 3.0;
 
 double MedianOf(std::vector<double> v) {
@@ -73,11 +74,17 @@ bool MeasureBlocks(const Options& o, size_t bytes, A&& naarpc_one, B&& raw_one, 
   if (!ok || all_naarpc.empty() || all_raw.empty()) return false;
   row.naarpc = Summarize(all_naarpc);
   row.raw = Summarize(all_raw);
-  std::vector<double> both = blocks_naarpc;
-  both.insert(both.end(), blocks_raw.begin(), blocks_raw.end());
-  const double typical = MedianOf(both);
-  for (double v : blocks_naarpc) row.slow_naarpc += v > kSlowBlock * typical;
-  for (double v : blocks_raw) row.slow_raw += v > kSlowBlock * typical;
+  double fastest = blocks_naarpc.front();
+  for (double v : blocks_naarpc) fastest = std::min(fastest, v);
+  for (double v : blocks_raw) fastest = std::min(fastest, v);
+  const double slow = kSlowBlock * fastest;
+  for (size_t i = 0; i < blocks_naarpc.size(); ++i) {
+    row.slow_naarpc += blocks_naarpc[i] > slow;
+    row.slow_raw += blocks_raw[i] > slow;
+    if (blocks_naarpc[i] <= slow && blocks_raw[i] <= slow) {
+      row.fast_pair_ratios.push_back(row.pair_ratios[i]);
+    }
+  }
   return true;
 }
 
@@ -107,8 +114,9 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
       continue;
     }
     const double rbw = 2.0 * double(r.bytes) / r.raw.median_us;
-    const double ratio = r.pair_ratios.empty() ? r.naarpc.median_us / r.raw.median_us
-                                               : MedianOf(r.pair_ratios);
+    const double ratio = r.pair_ratios.empty()        ? r.naarpc.median_us / r.raw.median_us
+                         : r.fast_pair_ratios.empty() ? MedianOf(r.pair_ratios)
+                                                      : MedianOf(r.fast_pair_ratios);
     std::printf("%-9s | %12.1f %12.1f %7.2f | %12.1f %12.1f %7.2f\n", Human(r.bytes).c_str(),
                 r.naarpc.median_us, r.raw.median_us, ratio, nbw, rbw, nbw / rbw);
   }
@@ -117,11 +125,12 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
               CallTimer(o.steady_timer).source());
   if (o.blocks > 0 && !no_baseline) {
     std::printf("(--blocks %d: medians over all blocks' calls; latency ratio = median of the\n"
-                " %d pairs' ratios of block medians)\n",
-                o.blocks, o.blocks);
+                " ratios of block medians of the pairs whose blocks were both fast, else of\n"
+                " all pairs; a block is slow above %.0fx the fastest block)\n",
+                o.blocks, kSlowBlock);
     for (const Row& r : rows) {
-      std::printf("%-9s slow blocks naarpc/raw: %d/%d; pair ratios:", Human(r.bytes).c_str(),
-                  r.slow_naarpc, r.slow_raw);
+      std::printf("%-9s slow blocks naarpc/raw: %d/%d, fast pairs %zu; pair ratios:",
+                  Human(r.bytes).c_str(), r.slow_naarpc, r.slow_raw, r.fast_pair_ratios.size());
       for (double x : r.pair_ratios) std::printf(" %.2f", x);
       std::printf("\n");
     }
@@ -139,11 +148,17 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
                   r.raw.p99_us, r.raw.mean_us);
       if (!r.pair_ratios.empty()) {
         std::printf("blocks placement=%s bytes=%zu pairs=%zu pair_ratio_median=%.4f "
-                    "slow_blocks_naarpc=%d slow_blocks_raw=%d pair_ratios=",
+                    "fast_pairs=%zu fast_pair_ratio_median=%.4f "
+                    "slow_blocks_naarpc=%d slow_blocks_raw=%d",
                     placement, r.bytes, r.pair_ratios.size(), MedianOf(r.pair_ratios),
-                    r.slow_naarpc, r.slow_raw);
-        for (size_t i = 0; i < r.pair_ratios.size(); ++i) {
-          std::printf("%s%.4f", i ? "," : "", r.pair_ratios[i]);
+                    r.fast_pair_ratios.size(), MedianOf(r.fast_pair_ratios), r.slow_naarpc,
+                    r.slow_raw);
+        for (const auto* list : {&r.pair_ratios, &r.fast_pair_ratios}) {
+          std::printf(list == &r.pair_ratios ? " pair_ratios=" : " fast_pair_ratios=");
+          for (size_t i = 0; i < list->size(); ++i) {
+            std::printf("%s%.4f", i ? "," : "", (*list)[i]);
+          }
+          if (list->empty()) std::printf("-");
         }
         std::printf("\n");
       }
