@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"tcp", "transport", "none"}));
   app.add_option("--blocks", o.blocks,
                  "naarpc and the baseline in this many pairs of alternating blocks of "
-                 "--iterations calls (default 200) on connections open throughout; "
+                 "--iterations calls (default 100) on connections open throughout; "
                  "ratio = median of the pairs' ratios (0 = one measurement each)")
       ->check(CLI::Range(0, 10000));
   app.add_flag("--machine", o.machine, "also print one 'result key=value...' line per size");

@@ -31,7 +31,7 @@ struct Options {
   // --timer=steady: time each call with steady_clock even where RDTSCP exists.
   bool steady_timer = false;
   // --iterations: overrides IterationsFor() (0 = built-in counts); with
-  // --blocks, the calls per block (0 = 200).
+  // --blocks, the calls per block (0 = 100).
   size_t iterations = 0;
   // --blocks: naarpc and its baseline in this many pairs of alternating
   // blocks (ABBA order) on connections open throughout, instead of one

@@ -32,6 +32,7 @@ struct Row {
   // side: calls that fell asleep while a loaded host had descheduled a
   // peer, or a real cost of one side if it has clearly more of them).
   std::vector<double> pair_ratios, fast_pair_ratios;
+  std::vector<double> blocks_naarpc, blocks_raw;  // block medians, in pairs
   int slow_naarpc = 0, slow_raw = 0;
 };
 
@@ -57,7 +58,9 @@ bool MeasureBlocks(const Options& o, size_t bytes, A&& naarpc_one, B&& raw_one, 
   auto raw = [&] { return ok && (ok = raw_one()); };
   Measure(block, bytes, naarpc);
   Measure(block, bytes, raw);
-  std::vector<double> all_naarpc, all_raw, blocks_naarpc, blocks_raw;
+  std::vector<double> all_naarpc, all_raw;
+  std::vector<double>& blocks_naarpc = row.blocks_naarpc;
+  std::vector<double>& blocks_raw = row.blocks_raw;
   for (int i = 0; i < o.blocks && ok; ++i) {
     double n = 0, r = 0;
     if (i % 2 == 0) {
@@ -153,11 +156,17 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
                     placement, r.bytes, r.pair_ratios.size(), MedianOf(r.pair_ratios),
                     r.fast_pair_ratios.size(), MedianOf(r.fast_pair_ratios), r.slow_naarpc,
                     r.slow_raw);
-        for (const auto* list : {&r.pair_ratios, &r.fast_pair_ratios}) {
-          std::printf(list == &r.pair_ratios ? " pair_ratios=" : " fast_pair_ratios=");
-          for (size_t i = 0; i < list->size(); ++i) {
-            std::printf("%s%.4f", i ? "," : "", (*list)[i]);
-          }
+        const struct {
+          const char* name;
+          const std::vector<double>* list;
+          const char* format;
+        } lists[] = {{"pair_ratios", &r.pair_ratios, "%s%.4f"},
+                     {"fast_pair_ratios", &r.fast_pair_ratios, "%s%.4f"},
+                     {"naarpc_blocks_us", &r.blocks_naarpc, "%s%.1f"},
+                     {"raw_blocks_us", &r.blocks_raw, "%s%.1f"}};
+        for (const auto& [name, list, format] : lists) {
+          std::printf(" %s=", name);
+          for (size_t i = 0; i < list->size(); ++i) std::printf(format, i ? "," : "", (*list)[i]);
           if (list->empty()) std::printf("-");
         }
         std::printf("\n");
