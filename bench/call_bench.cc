@@ -9,7 +9,7 @@
 //
 //   bazel run //bench:call_bench -- [--placement=both|same|split]
 //       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
-//       [--iterations=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference] [--machine]
+//       [--iterations=N] [--blocks=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference] [--machine]
 //
 // --machine adds one "result ..." line per payload size (key=value pairs) for
 // scripts such as bench/guest/verbs_bench.sh.
@@ -68,6 +68,11 @@ int main(int argc, char** argv) {
                  "tcp (raw TCP ping-pong), transport (the transport's own WRITE_WITH_IMM "
                  "ping-pong, no engine) or none; default: tcp for emulated, transport for verbs")
       ->check(CLI::IsMember({"tcp", "transport", "none"}));
+  app.add_option("--blocks", o.blocks,
+                 "naarpc and the baseline in this many pairs of alternating blocks of "
+                 "--iterations calls (default 100) on connections open throughout; "
+                 "ratio = median of the pairs' ratios (0 = one measurement each)")
+      ->check(CLI::Range(0, 10000));
   app.add_flag("--machine", o.machine, "also print one 'result key=value...' line per size");
   int stats_ab = 0;
   app.add_option("--stats-ab", stats_ab,

@@ -30,8 +30,15 @@ struct Options {
   std::string baseline;
   // --timer=steady: time each call with steady_clock even where RDTSCP exists.
   bool steady_timer = false;
-  // --iterations: overrides IterationsFor() (0 = built-in counts).
+  // --iterations: overrides IterationsFor() (0 = built-in counts); with
+  // --blocks, the calls per block (0 = 100).
   size_t iterations = 0;
+  // --blocks: naarpc and its baseline in this many pairs of alternating
+  // blocks (ABBA order) on connections open throughout, instead of one
+  // measurement each (0). Each pair gives a ratio (naarpc block median /
+  // baseline block median); their median is the engine's cost, robust
+  // against phases of a shared host that slow either side for a while.
+  int blocks = 0;
   // --poll-spin-us: VerbsOptions::poll_spin for both sides (-1 = default).
   int poll_spin_us = -1;
   // --predictive-wake: VerbsOptions::predictive_wake for both sides (-1 = default).

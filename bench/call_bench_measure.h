@@ -65,14 +65,17 @@ class CallTimer {
 };
 
 // Times `one()` (false: failed, stop) for at least o.min_time and
-// IterationsFor(bytes) runs.
+// IterationsFor(bytes) runs; without `warm_up` (a block of --blocks after
+// the first) the timed calls start at once. With `samples`, appends each
+// call's microseconds to it.
 template <typename F>
-Stats Measure(const Options& o, size_t bytes, F&& one) {
+Stats Measure(const Options& o, size_t bytes, F&& one, bool warm_up = true,
+              std::vector<double>* samples = nullptr) {
   // Warm-up: a few calls, and for small sizes at least 50 ms (caches, and
   // code translation in emulated CPUs such as the Soft-RoCE guest).
-  const int warmup = bytes > (1u << 20) ? 1 : 3;
+  const int warmup = !warm_up ? 0 : bytes > (1u << 20) ? 1 : 3;
   for (int i = 0; i < warmup; ++i) one();
-  if (bytes <= (1u << 16)) {
+  if (warm_up && bytes <= (1u << 16)) {
     const auto warm_end = Clock::now() + std::chrono::milliseconds(50);
     for (int i = 0; Clock::now() < warm_end && i < 100000; ++i) one();
   }
@@ -108,6 +111,7 @@ Stats Measure(const Options& o, size_t bytes, F&& one) {
   us.reserve(ticks.size());
   for (uint64_t t : ticks) us.push_back(double(t) * us_per_tick);
   if (us.empty()) us.push_back(0);
+  if (samples != nullptr) samples->insert(samples->end(), us.begin(), us.end());
   if (dropped > us.size() / 10) {
     std::fprintf(stderr, "call_bench: %zu samples dropped (CPU migration); pin the client\n",
                  dropped);

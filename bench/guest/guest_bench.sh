@@ -5,6 +5,7 @@
 #
 # Usage: guest_bench.sh CALL_BENCH [--sizes "N..."] [--bw-sizes "N..."]
 #            [--placement same|split|both] [--min-time S] [--no-diagnose]
+#            [--lat-rounds N] [--blocks N]
 set -uo pipefail
 
 call_bench="$1"; shift
@@ -14,6 +15,8 @@ bw_sizes="1048576 4194304 16777216 67108864"
 placement=both
 min_time=0.3
 diagnose=1
+lat_round_count=5
+blocks=20
 while (($#)); do
   case "$1" in
     --sizes) sizes="$2"; shift 2 ;;
@@ -21,6 +24,8 @@ while (($#)); do
     --placement) placement="$2"; shift 2 ;;
     --min-time) min_time="$2"; shift 2 ;;
     --no-diagnose) diagnose=0; shift ;;
+    --lat-rounds) lat_round_count="$2"; shift 2 ;;
+    --blocks) blocks="$2"; shift 2 ;;
     *) echo "guest_bench: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +85,20 @@ cb_field() {
       for (i = 5; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == k) v = kv[2] }
     } END { if (v != "") print v }' "$1"
 }
+# blocks_field LOG PLACEMENT BYTES KEY: a value from call_bench's "blocks"
+# lines (--blocks); pair_ratios comes one per line.
+blocks_field() {
+  awk -v p="placement=$2" -v b="bytes=$3" -v k="$4" '
+    $1 == "blocks" && $2 == p && $3 == b {
+      for (i = 4; i <= NF; ++i) {
+        split($i, kv, "=")
+        if (kv[1] == k) {
+          n = split(kv[2], a, ",")
+          for (j = 1; j <= n; ++j) if (a[j] ~ /^[0-9.]+$/) print a[j]
+        }
+      }
+    }' "$1"
+}
 
 section "guest"
 echo "kernel $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2/1024 " MiB"}' /proc/meminfo)"
@@ -109,15 +128,20 @@ cb warm_cb --placement=split --sizes 64 4096 --iterations 500 --min-time 0.1 --b
   >/dev/null
 echo "done"
 
-# The latency headline: five rounds of (ib_write_lat, naarpc 64 B split),
+# The latency headline: rounds of (ib_write_lat, naarpc 64 B split),
 # interleaved so that a slow phase of the shared host hits both sides alike;
-# each side's figure is the median of its five rounds.
-lat_rounds="1 2 3 4 5"
+# each side's figure is the median of its rounds. Within each call_bench
+# run, naarpc and the raw verbs transport alternate in $blocks pairs of
+# short blocks (call_bench --blocks: 100 calls each, ABBA order, both
+# connections open): the engine's own cost is the median of all rounds'
+# ratios of the pairs whose two blocks were fast; the slow blocks of each
+# side are counted beside it.
+lat_rounds="$(seq 1 "$lat_round_count")"
 for round in $lat_rounds; do
   section "latency round $round: ib_write_lat 64 B (server CPU 1, client CPU 0)"
   lat_run "lat_split_$round" 1 0 ib_write_lat -s 64 -n 2000
-  section "latency round $round: call_bench 64 B, split"
-  cb "lat_cb_$round" --placement=split --sizes 64 --min-time "$min_time"
+  section "latency round $round: call_bench 64 B, split, $blocks pairs of blocks"
+  cb "lat_cb_$round" --placement=split --sizes 64 --blocks "$blocks"
 done
 placements=()
 case "$placement" in
@@ -205,7 +229,7 @@ fi
 
 # ------------------------------------------------------------------ table ---
 section "summary"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "n/a"; else printf "%.2f\n", a / b }'; }
 verdict() {  # verdict RATIO OP TARGET
   awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN {
     if (r == "n/a") { print "n/a"; exit }
@@ -219,6 +243,16 @@ lat_typ="$(for r in $lat_rounds; do perf_field "$logs/lat_split_$r" 64 5; done |
 fabric_rtt="$(awk -v t="$lat_typ" 'BEGIN { if (t != "") printf "%.3f", 2 * t }')"
 lat_naarpc="$(for r in $lat_rounds; do cb_field "$logs/lat_cb_$r" split 64 naarpc_median_us; done | median)"
 lat_raw="$(for r in $lat_rounds; do cb_field "$logs/lat_cb_$r" split 64 raw_median_us; done | median)"
+# The engine's own cost: the median of every round's fast pairs' ratios
+# (and of all pairs', for information).
+engine_cost="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 fast_pair_ratios; done | median)"
+engine_pairs="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 fast_pair_ratios; done | wc -l)"
+all_pairs_cost="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 pair_ratios; done | median)"
+all_pairs="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 pair_ratios; done | wc -l)"
+slow_naarpc="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 slow_blocks_naarpc; done |
+               awk '{ s += $1 } END { print s + 0 }')"
+slow_raw="$(for r in $lat_rounds; do blocks_field "$logs/lat_cb_$r" split 64 slow_blocks_raw; done |
+            awk '{ s += $1 } END { print s + 0 }')"
 echo "naarpc vs. perftest over Soft-RoCE: rxe0 at $addr, loopback, one guest boot"
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(uname -r), $(nproc) vCPUs (QEMU TCG)"
 echo
@@ -235,15 +269,35 @@ for p in "${placements[@]}"; do
 done
 # The same run's engine-less baseline: our verbs transport alone, one
 # WRITE_WITH_IMM each way (bench/transport_pingpong.h).
-printf '  %-34s %10s %7sx   (naarpc / raw transport: %sx)\n' "raw verbs transport, split CPUs" \
-  "$(fmt "$lat_raw")" "$(ratio "$lat_raw" "$fabric_rtt")" "$(ratio "$lat_naarpc" "$lat_raw")"
+printf '  %-34s %10s %7sx   (naarpc / raw transport, medians: %sx)\n' \
+  "raw verbs transport, split CPUs" "$(fmt "$lat_raw")" "$(ratio "$lat_raw" "$fabric_rtt")" \
+  "$(ratio "$lat_naarpc" "$lat_raw")"
+engine_fmt="$(awk -v r="$engine_cost" 'BEGIN { if (r != "") printf "%.2f", r; else print "n/a" }')"
+printf '  %-34s %10s %7sx %8s  %s\n' "engine's own cost (naarpc / raw)" "" "$engine_fmt" \
+  "<= 1.2x" "$(verdict "$engine_fmt" "<=" 1.2)"
+# Per round, over all blocks' calls: the ratios of the 10th percentiles
+# (calls no descheduling touched) and of the means (every slow call counts).
+p10_ratio="$(for r in $lat_rounds; do
+  ratio "$(cb_field "$logs/lat_cb_$r" split 64 naarpc_p10_p90_p99_us | cut -d/ -f1)" \
+        "$(cb_field "$logs/lat_cb_$r" split 64 raw_p10_p90_p99_us | cut -d/ -f1)"
+done | grep -v n/a | median)"
+mean_ratio="$(for r in $lat_rounds; do
+  ratio "$(cb_field "$logs/lat_cb_$r" split 64 naarpc_mean_us)" "$(cb_field "$logs/lat_cb_$r" split 64 raw_mean_us)"
+done | grep -v n/a | median)"
+echo "  (median of the ratios of block medians of $engine_pairs fast pairs of $all_pairs;"
+echo "   all pairs: $(ratio "$all_pairs_cost" 1)x; slow blocks naarpc/raw: $slow_naarpc/$slow_raw;"
+echo "   median over rounds of the p10 ratio: ${p10_ratio:-n/a}x, of the mean ratio: ${mean_ratio:-n/a}x)"
 rounds_text=""
 for r in $lat_rounds; do
   t="$(perf_field "$logs/lat_split_$r" 64 5)"
   n="$(cb_field "$logs/lat_cb_$r" split 64 naarpc_median_us)"
-  rounds_text+=" $(fmt "$n")/$(awk -v t="$t" 'BEGIN { if (t != "") printf "%.1f", 2 * t; else print "n/a" }')"
+  w="$(cb_field "$logs/lat_cb_$r" split 64 raw_median_us)"
+  q="$(blocks_field "$logs/lat_cb_$r" split 64 fast_pair_ratios | median)"
+  k="$(blocks_field "$logs/lat_cb_$r" split 64 fast_pairs)"
+  rounds_text+=" $(fmt "$n")/$(fmt "$w")/$(awk -v t="$t" 'BEGIN { if (t != "") printf "%.1f", 2 * t; else print "n/a" }')"
+  rounds_text+="($(awk -v q="$q" 'BEGIN { if (q != "") printf "%.2f", q; else print "n/a" }') of ${k:-0})"
 done
-echo "  (rounds, naarpc/fabric us:$rounds_text)"
+echo "  (rounds, naarpc/raw/fabric us (fast pairs' ratio median of how many):$rounds_text)"
 echo
 echo "Throughput, MB/s (10^6 B/s). naarpc = 2N / median call round trip (a call"
 echo "moves N bytes host->NAA, then N bytes NAA->host, one after the other);"

@@ -8,34 +8,16 @@
 #       [--placement same|split|both] [--min-time S] [--no-diagnose]
 set -euo pipefail
 
-# Runfiles: this script's, with real paths (the guest sees the host's tree at
-# the same paths, but not Bazel's symlink forest's working directory).
 self="$(readlink -f "$0")"
 r="${RUNFILES_DIR:-$0.runfiles}"
 [[ -d "$r" ]] || r="$self.runfiles"
 ws="$r/${TEST_WORKSPACE:-naarpc}"
-rxe_vm="$(readlink -f "$ws/tools/rxe-vm/rxe-vm")"
-guest="$(readlink -f "$ws/bench/guest/guest_bench.sh")"
-call_bench="$(readlink -f "$ws/bench/call_bench")"
-for f in "$rxe_vm" "$guest" "$call_bench"; do
-  [[ -e "$f" ]] || { echo "verbs_bench: missing $f (run through bazel run)" >&2; exit 2; }
-done
-
+bench=verbs_bench
 timeout_s=1000
-vm_args=()
-args=()
-while (($#)); do
-  case "$1" in
-    --timeout) timeout_s="$2"; shift 2 ;;
-    --verbose) vm_args+=(--verbose); shift ;;
-    *) args+=("$1"); shift ;;
-  esac
-done
+source "$ws/bench/guest/host_side.sh"
+guest="$(runfile bench/guest/guest_bench.sh)"
+call_bench="$(runfile bench/call_bench)"
 
-echo "verbs_bench: host $(uname -n), $(nproc) CPUs, $(qemu-system-x86_64 --version | head -1)"
+parse_vm_options "$@"
 echo "verbs_bench: call_bench = $call_bench"
-# Writable working directory for the guest command (any host path works; the
-# guest's writes land in its tmpfs overlay).
-cd "$(dirname "$guest")"
-exec "$rxe_vm" --timeout "$timeout_s" "${vm_args[@]}" -- \
-  /bin/bash "$guest" "$call_bench" "${args[@]}"
+boot_guest "$guest" "$call_bench" "${args[@]}"
