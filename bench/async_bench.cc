@@ -70,24 +70,33 @@ int64_t ProcessCpuNs(pid_t pid) {
 struct SchedTimes {
   int64_t run_ns = 0, wait_ns = 0;
 };
-std::optional<SchedTimes> ThreadSchedTimes(const std::string& name) {
-  std::optional<SchedTimes> found;
+// This process's thread named `name`: its /proc directory (nullopt: none,
+// or several, by that name).
+std::optional<std::string> NamedTask(const std::string& name) {
+  std::optional<std::string> found;
+  int matches = 0;
   DIR* dir = opendir("/proc/self/task");
   if (dir == nullptr) return std::nullopt;
-  int matches = 0;
   while (dirent* e = readdir(dir)) {
     if (e->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + e->d_name;
+    std::string task = std::string("/proc/self/task/") + e->d_name;
     std::ifstream comm(task + "/comm");
     std::string comm_name;
     if (!std::getline(comm, comm_name) || comm_name != name) continue;
     ++matches;
-    std::ifstream sched(task + "/schedstat");
-    SchedTimes t;
-    if (sched >> t.run_ns >> t.wait_ns) found = t;
+    found = std::move(task);
   }
   closedir(dir);
   return matches == 1 ? found : std::nullopt;
+}
+
+std::optional<SchedTimes> ThreadSchedTimes(const std::string& name) {
+  const std::optional<std::string> task = NamedTask(name);
+  if (!task) return std::nullopt;
+  std::ifstream sched(*task + "/schedstat");
+  SchedTimes t;
+  if (!(sched >> t.run_ns >> t.wait_ns)) return std::nullopt;
+  return t;
 }
 
 // Context switches of a thread, from its /proc status: it slept
@@ -128,21 +137,8 @@ std::map<std::string, int64_t> ProcessSwitchesByThread(pid_t pid) {
 
 // The engine thread's context switches (nullopt: none, or several, by that name).
 std::optional<Switches> NamedThreadSwitches(const std::string& name) {
-  std::optional<Switches> found;
-  int matches = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return std::nullopt;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + e->d_name;
-    std::ifstream comm(task + "/comm");
-    std::string comm_name;
-    if (!std::getline(comm, comm_name) || comm_name != name) continue;
-    ++matches;
-    found = TaskSwitches(task);
-  }
-  closedir(dir);
-  return matches == 1 ? found : std::nullopt;
+  const std::optional<std::string> task = NamedTask(name);
+  return task ? TaskSwitches(*task) : std::nullopt;
 }
 
 // Context switches per call over a timed run: the client's process (all
