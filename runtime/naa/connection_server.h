@@ -312,8 +312,6 @@ class ConnectionServer final : public Driven,
     StateMachine sm{Role::kNaa};
   };
 
-  // Calls: those waiting, the one running, its reply's writes, how many so
-  // far (and how long none came: idle tracking).
   // A reply's write sequence (BuildWriteSequence), posted again as it is
   // while what it was built from stays: a success over return regions
   // ReturnRegions::version with these lengths, without memory windows.
@@ -325,6 +323,8 @@ class ConnectionServer final : public Driven,
     std::vector<uint64_t> lengths;  // per return parameter
   };
 
+  // Calls: those waiting, the one running, its reply's writes, how many so
+  // far (and how long none came: idle tracking).
   struct Calls {
     CallQueue queued;
     NaaCall call;        // outlives a runaway kernel
