@@ -337,6 +337,56 @@ TEST_P(E2eTest, KernelTimeoutClosesTheConnectionAndNoLaterCallSharesItsMemory) {
   EXPECT_TRUE(logged);
 }
 
+// Call i fills all of its output with byte 0xa0 + i but sends back only
+// reply_lengths[i] bytes of it (kFail: an application error instead).
+class ReplyLengths final : public NaaHandler {
+ public:
+  static constexpr uint8_t kFill = 10;
+  static constexpr size_t kFail = SIZE_MAX;
+  explicit ReplyLengths(std::vector<size_t> lengths) : lengths_(std::move(lengths)) {}
+  uint8_t Handle(NaaCall& call) override {
+    if (call.function_code != kFill || call.params.size() != 2) return kNaaStatusUnknownFunction;
+    const size_t i = calls_++;
+    NaaRegion& out = call.params[1];
+    std::fill(out.data.begin(), out.data.end(), std::byte(uint8_t(0xa0 + i)));
+    if (lengths_[i] == kFail) return kAppErrorStatus;
+    out.reply_length = lengths_[i];
+    return kNaaStatusSuccess;
+  }
+
+ private:
+  const std::vector<size_t> lengths_;
+  size_t calls_ = 0;  // one connection: its calls come one at a time
+};
+
+// The NAA re-posts a reply's writes while nothing they were built from
+// changed: a reply of another length, after an error, of nothing, still
+// writes exactly its prefix of the output, and not a byte past it.
+TEST_P(E2eTest, EachReplyWritesExactlyItsLengthCallAfterCall) {
+  constexpr size_t kOut = 256;
+  const std::vector<size_t> lengths = {kOut, 16, 16, kOut, 0, 0, 100, ReplyLengths::kFail,
+                                       100,  kOut, ReplyLengths::kFail, kOut, 1};
+  ReplyLengths kernels(lengths);
+  auto server = StartServer(kernels, server_options_);
+  ASSERT_NE(server, nullptr);
+  auto s = Open({{"in", Direction::kIn, 64}, {"out", Direction::kOut, kOut}}, {}, server.get());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    auto out = (*s)->buffer(1);
+    std::fill(out.begin(), out.end(), std::byte{0x11});
+    const Status st = (*s)->Call(ReplyLengths::kFill, Deadline::After(std::chrono::seconds(20)));
+    if (lengths[i] == ReplyLengths::kFail) {
+      EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kAppErrorStatus)) << "call " << i;
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << "call " << i << ": " << st.ToString();
+    for (size_t b = 0; b < kOut; ++b) {
+      const std::byte want = b < lengths[i] ? std::byte(uint8_t(0xa0 + i)) : std::byte{0x11};
+      ASSERT_EQ(out[b], want) << "call " << i << " (reply of " << lengths[i] << " bytes), byte " << b;
+    }
+  }
+}
+
 TEST_P(E2eTest, ShutdownWaitsOnlyItsGraceForAKernelThatOverranItsLimit) {
   OverrunKernels kernels;
   ServerOptions options = server_options_;
