@@ -143,7 +143,11 @@ std::function<void()> ConnectionServer::Expired() {
   // disarms before it leaves): everything read here is the current call's.
   return [self = shared_from_this(), round = calls_.round, owner = calls_.kernel_owner,
           timeout = calls_.kernel_timeout, code = calls_.call.function_code] {
-    if (self->calls_.race.Win(round)) self->TakeOverOverrun(owner, timeout, code);
+    if (!self->calls_.race.Win(round)) return;
+    // The kernel's thread will not clear it (it may not touch the
+    // connection now), and it holds the engine's entry, which holds us.
+    self->calls_.kernel_owner = {};
+    self->TakeOverOverrun(owner, timeout, code);
   };
 }
 
