@@ -17,10 +17,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <optional>
@@ -323,6 +325,41 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
   return double(calls) / seconds;
 }
 
+// One row per K of what each mode cost per call (-1: not measured).
+struct CostRow {
+  size_t k;
+  CpuPerCall engine, threads;
+  double engine_run_us, engine_wait_us;
+  SwitchesPerCall engine_switches, threads_switches;
+  double engine_slept, engine_preempted;
+};
+
+// A table of one figure per call: the engine's client and NAA, the blocking
+// threads' client and NAA, and two of the engine thread's; "-" where not
+// measured.
+void PrintCostTable(const char* title, const char* engine_thread_heading, const char* format,
+                    const std::vector<CostRow>& rows,
+                    const std::function<std::array<double, 6>(const CostRow&)>& figures) {
+  std::printf("\n%s\n", title);
+  std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
+              "threads: client, NAA", engine_thread_heading);
+  for (const CostRow& r : rows) {
+    std::array<std::string, 6> cells;
+    const std::array<double, 6> values = figures(r);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      char text[32];
+      if (values[i] < 0) {
+        std::snprintf(text, sizeof text, "%10s", "-");
+      } else {
+        std::snprintf(text, sizeof text, format, values[i]);
+      }
+      cells[i] = text;
+    }
+    std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, cells[0].c_str(), cells[1].c_str(),
+                cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -375,14 +412,7 @@ int main(int argc, char** argv) {
               "threads calls/s", "engine/threads",
               "client threads: engine (+ idle connect helpers) vs blocking");
   int rc = 0;
-  struct CpuRow {
-    size_t k;
-    CpuPerCall engine, threads;
-    double engine_run_us, engine_wait_us;
-    SwitchesPerCall engine_switches, threads_switches;
-    double engine_slept, engine_preempted;
-  };
-  std::vector<CpuRow> cpu_rows;
+  std::vector<CostRow> cost_rows;
   for (size_t k : inflight) {
     if (k == 0) continue;
     EngineRun engine;
@@ -402,43 +432,26 @@ int main(int argc, char** argv) {
                 threads, engine.calls_per_s / threads, engine.engine_threads,
                 engine.helper_threads, k);
     std::fflush(stdout);
-    cpu_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us,
+    cost_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us,
                         engine.switches, threads_switches, engine.engine_slept,
                         engine.engine_preempted});
   }
   // CPU time per call (process CPU clocks; the engine thread's schedstat).
-  std::printf("\nCPU time per call, us (client and NAA processes; the client's engine thread on a "
-              "CPU and runnable waiting for one)\n");
-  std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
-              "threads: client, NAA", "engine thread: on CPU, runnable");
-  const auto cell = [](double v, const char* format) {
-    char text[32];
-    if (v < 0) {
-      std::snprintf(text, sizeof text, "%10s", "-");
-    } else {
-      std::snprintf(text, sizeof text, format, v);
-    }
-    return std::string(text);
-  };
-  const auto us = [&](double v) { return cell(v, "%10.1f"); };
-  for (const CpuRow& r : cpu_rows) {
-    std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, us(r.engine.client_us).c_str(),
-                us(r.engine.naa_us).c_str(), us(r.threads.client_us).c_str(),
-                us(r.threads.naa_us).c_str(), us(r.engine_run_us).c_str(),
-                us(r.engine_wait_us).c_str());
-  }
+  PrintCostTable("CPU time per call, us (client and NAA processes; the client's engine thread on a "
+                 "CPU and runnable waiting for one)",
+                 "engine thread: on CPU, runnable", "%10.1f", cost_rows, [](const CostRow& r) {
+                   return std::array{r.engine.client_us,  r.engine.naa_us,
+                                     r.threads.client_us, r.threads.naa_us,
+                                     r.engine_run_us,     r.engine_wait_us};
+                 });
   // Context switches per call (/proc status; the client's from getrusage).
-  std::printf("\nContext switches per call (client and NAA processes; the client's engine thread "
-              "slept and was preempted)\n");
-  std::printf("%-9s | %-21s | %-21s | %s\n", "in flight", "engine: client, NAA",
-              "threads: client, NAA", "engine thread: slept, preempted");
-  const auto n = [&](double v) { return cell(v, "%10.2f"); };
-  for (const CpuRow& r : cpu_rows) {
-    std::printf("%-9zu | %s %s | %s %s | %s %s\n", r.k, n(r.engine_switches.client).c_str(),
-                n(r.engine_switches.naa).c_str(), n(r.threads_switches.client).c_str(),
-                n(r.threads_switches.naa).c_str(), n(r.engine_slept).c_str(),
-                n(r.engine_preempted).c_str());
-  }
+  PrintCostTable("Context switches per call (client and NAA processes; the client's engine thread "
+                 "slept and was preempted)",
+                 "engine thread: slept, preempted", "%10.2f", cost_rows, [](const CostRow& r) {
+                   return std::array{r.engine_switches.client,  r.engine_switches.naa,
+                                     r.threads_switches.client, r.threads_switches.naa,
+                                     r.engine_slept,            r.engine_preempted};
+                 });
   naa->Stop();
   return rc;
 }
