@@ -267,7 +267,8 @@ bool VerbsConnection::TakeCqEvent() {
 Result<bool> VerbsConnection::WaitNotify(Deadline deadline) {
   for (;;) {
     if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
-    HandleCmEvents();
+    // CM events are read when the ppoll below finds the CM channel
+    // readable: its fd stays readable while an event is queued.
     if (down_.is_down && notify_.flush_timer.get() >= 0) {
       uint64_t expirations;
       ssize_t n = read(notify_.flush_timer.get(), &expirations, sizeof(expirations));
@@ -356,7 +357,6 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
       return n;
     }
     if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
-    HandleCmEvents();
     Deadline wait = deadline;
     if (down_.is_down) {
       if (!Outstanding() || down_.flush_deadline.expired()) {
@@ -387,6 +387,9 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
     int rc = ppoll(fds, 3, wait.infinite() ? nullptr : &timeout, nullptr);
     if (fds[2].revents & POLLIN) wake_.Drain();
     if (rc < 0 && errno != EINTR) return InternalError(ErrnoText("ppoll", errno));
+    // CM events (a disconnect) only when the channel says so: a read per
+    // sleep would be a system call on every call that sleeps.
+    if (fds[1].revents & POLLIN) HandleCmEvents();
     if (fds[0].revents & POLLIN) TakeCqEvent();
     if (rc == 0 && planned_wake_pending && !deadline.expired() &&
         Deadline::Clock::now() >= *slept_at + plan->wake_after) {
