@@ -9,7 +9,8 @@
 //
 //   bazel run //bench:call_bench -- [--placement=both|same|split]
 //       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
-//       [--iterations=N] [--blocks=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference] [--machine]
+//       [--iterations=N] [--blocks=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference]
+//       [--naa-stats=on|off] [--machine]
 //
 // --machine adds one "result ..." line per payload size (key=value pairs) for
 // scripts such as bench/guest/verbs_bench.sh.
@@ -73,6 +74,12 @@ int main(int argc, char** argv) {
                  "--iterations calls (default 100) on connections open throughout; "
                  "ratio = median of the pairs' ratios (0 = one measurement each)")
       ->check(CLI::Range(0, 10000));
+  std::string naa_stats = "on";
+  app.add_option("--naa-stats", naa_stats,
+                 "on (default, as NaaServer's) or off: the NAA's per-routine statistics, "
+                 "whose two timestamps per call are system calls where the clocksource is not "
+                 "the TSC")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--machine", o.machine, "also print one 'result key=value...' line per size");
   int stats_ab = 0;
   app.add_option("--stats-ab", stats_ab,
@@ -81,6 +88,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000));
   CLI11_PARSE(app, argc, argv);
   o.steady_timer = timer == "steady";
+  o.naa_stats = naa_stats == "on";
   if (o.baseline.empty()) o.baseline = o.transport == "verbs" ? "transport" : "tcp";
   o.client.dialect =
       dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;

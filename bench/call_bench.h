@@ -43,6 +43,9 @@ struct Options {
   int poll_spin_us = -1;
   // --predictive-wake: VerbsOptions::predictive_wake for both sides (-1 = default).
   int predictive_wake = -1;
+  // --naa-stats=off: the NAA keeps no per-routine statistics (default on,
+  // as NaaServer's default), to size their part of a call.
+  bool naa_stats = true;
   // --dialect, --metadata-every-call: the host's wire dialect (the NAA
   // follows the host's MRSP).
   ClientOptions client;

@@ -95,8 +95,9 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
                 const std::vector<Row>& rows) {
   const bool tcp_baseline = o.baseline == "tcp";
   const bool no_baseline = o.baseline == "none";
-  std::printf("\n== %s: client CPU %d, server CPU %d, transport %s ==\n", label.c_str(),
-              client_cpu, server_cpu, o.transport.c_str());
+  std::printf("\n== %s: client CPU %d, server CPU %d, transport %s%s ==\n", label.c_str(),
+              client_cpu, server_cpu, o.transport.c_str(),
+              o.naa_stats ? "" : ", NAA statistics off");
   const std::string raw_name = tcp_baseline ? "tcp" : o.transport == "verbs" ? "verbs" : "emu";
   std::printf("baseline: %s\n",
               no_baseline    ? "none (--baseline=none)"
@@ -234,7 +235,9 @@ int RunPlacement(const Options& o, const std::string& label, int client_cpu, int
       return 1;
     }
   }
-  std::optional<NaaChild> naa = StartNaas(o, server_cpu, {ServerOptions()});
+  ServerOptions server_options;
+  if (!o.naa_stats) server_options.stats = nullptr;
+  std::optional<NaaChild> naa = StartNaas(o, server_cpu, {server_options});
   if (!naa) {
     std::fprintf(stderr, "NAA process failed to start\n");
     return 1;

@@ -11,8 +11,10 @@ out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 4096 --
 echo "$out"
 grep -q "raw emu us" <<<"$out"
 grep -qE "^4 KiB +\|" <<<"$out"
-# Interleaved blocks (the guest's engine-cost measurement).
+# Interleaved blocks (the guest's engine-cost measurement), the NAA's
+# statistics off.
 out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 --blocks 2 --iterations 20 \
-  --baseline=transport --machine)
+  --baseline=transport --machine --naa-stats off)
 echo "$out"
+grep -q "transport emulated, NAA statistics off ==" <<<"$out"
 grep -qE "^blocks placement=same bytes=64 pairs=2 .*pair_ratios=[0-9.]+,[0-9.]+ " <<<"$out"
