@@ -372,7 +372,16 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
       armed_ = true;
       continue;
     }
-    if (deadline.expired()) return size_t{0};
+    if (deadline.expired()) {
+      // No sleep, so no ppoll to report the CM channel: look at it here,
+      // so that a caller polling with a past deadline still sees a
+      // disconnect.
+      HandleCmEvents();
+      if (down_.is_down && (!Outstanding() || down_.flush_deadline.expired())) {
+        return DisconnectedError(DownReason());
+      }
+      return size_t{0};
+    }
     if (!slept_at) {
       slept_at = Deadline::Clock::now();
       ++hybrid_.stats.sleeps;
