@@ -7,9 +7,11 @@
 // and the NAA's processes per call in each mode, and the engine thread's
 // time on a CPU and waiting for one (runnable) per call. CPU time per call
 // stays readable when other work shares the machine; calls/s does not.
+// The two modes alternate in rounds (--rounds), so each ratio compares them
+// on the machine in the same state; a row's ratio is the rounds' median.
 //
 //   bazel run -c opt //bench:async_bench -- [--transport=emulated|verbs]
-//       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000]
+//       [--address=127.0.0.1] [--inflight 1 4 16 64] [--calls=20000] [--rounds=5]
 #include <dirent.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -289,9 +291,14 @@ EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, ui
 }
 
 // K threads, each making blocking calls.
-double RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                  pid_t naa, size_t inflight, size_t calls, bool* ok, CpuPerCall* cpu_per_call,
-                  SwitchesPerCall* switches_per_call) {
+struct ThreadsRun {
+  double calls_per_s = 0;
+  bool ok = true;
+  CpuPerCall cpu;
+  SwitchesPerCall switches;
+};
+ThreadsRun RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
+                      pid_t naa, size_t inflight, size_t calls) {
   naarpc::codegen::StubOptions options;
   options.max_sessions_per_routine = inflight;
   vec::VectorArithClient client(transport, address, port, options);
@@ -319,11 +326,74 @@ double RunThreads(naarpc::Transport& transport, const std::string& address, uint
   }
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  *cpu_per_call = cpu.PerCall(calls);
-  *switches_per_call = switches.PerCall(calls);
-  *ok = !failed.load();
-  return double(calls) / seconds;
+  ThreadsRun run;
+  run.calls_per_s = double(calls) / seconds;
+  run.cpu = cpu.PerCall(calls);
+  run.switches = switches.PerCall(calls);
+  run.ok = !failed.load();
+  return run;
 }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The mean of a per-call figure over the rounds that measured it (-1: none did).
+template <typename Run>
+double MeanOf(const std::vector<Run>& runs, double (*get)(const Run&)) {
+  double sum = 0;
+  int n = 0;
+  for (const Run& r : runs) {
+    if (get(r) < 0) continue;
+    sum += get(r);
+    ++n;
+  }
+  return n == 0 ? -1 : sum / n;
+}
+
+// Rounds of equal calls: calls/s is their median, per-call costs their means.
+EngineRun Combine(const std::vector<EngineRun>& runs) {
+  EngineRun out;
+  if (runs.empty()) return out;
+  std::vector<double> rates;
+  for (const EngineRun& r : runs) {
+    rates.push_back(r.calls_per_s);
+    out.ok = out.ok && r.ok;
+    out.engine_threads = std::max(out.engine_threads, r.engine_threads);
+    out.helper_threads = std::max(out.helper_threads, r.helper_threads);
+  }
+  out.calls_per_s = Median(rates);
+  using R = EngineRun;
+  out.cpu.client_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.client_us; });
+  out.cpu.naa_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.naa_us; });
+  out.switches.client = MeanOf<R>(runs, [](const R& r) { return r.switches.client; });
+  out.switches.naa = MeanOf<R>(runs, [](const R& r) { return r.switches.naa; });
+  out.engine_run_us = MeanOf<R>(runs, [](const R& r) { return r.engine_run_us; });
+  out.engine_wait_us = MeanOf<R>(runs, [](const R& r) { return r.engine_wait_us; });
+  out.engine_slept = MeanOf<R>(runs, [](const R& r) { return r.engine_slept; });
+  out.engine_preempted = MeanOf<R>(runs, [](const R& r) { return r.engine_preempted; });
+  return out;
+}
+ThreadsRun Combine(const std::vector<ThreadsRun>& runs) {
+  ThreadsRun out;
+  if (runs.empty()) return out;
+  std::vector<double> rates;
+  for (const ThreadsRun& r : runs) {
+    rates.push_back(r.calls_per_s);
+    out.ok = out.ok && r.ok;
+  }
+  out.calls_per_s = Median(rates);
+  using R = ThreadsRun;
+  out.cpu.client_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.client_us; });
+  out.cpu.naa_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.naa_us; });
+  out.switches.client = MeanOf<R>(runs, [](const R& r) { return r.switches.client; });
+  out.switches.naa = MeanOf<R>(runs, [](const R& r) { return r.switches.naa; });
+  return out;
+}
+
+
 
 // One row per K of what each mode cost per call (-1: not measured).
 struct CostRow {
@@ -371,7 +441,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"emulated", "verbs", "auto"}));
   app.add_option("--address", address, "address the NAA listens on");
   app.add_option("--inflight", inflight, "calls in flight at once (one row each)");
-  app.add_option("--calls", calls, "timed calls per row and mode")->check(CLI::PositiveNumber);
+  app.add_option("--calls", calls, "timed calls per row and mode, over all rounds")
+      ->check(CLI::PositiveNumber);
+  size_t rounds = 5;
+  app.add_option("--rounds", rounds,
+                 "alternating rounds of engine then threads per row; ratio = median of the "
+                 "rounds' ratios")
+      ->check(CLI::Range(1, 1000));
   std::string mode = "both";
   app.add_option("--mode", mode, "both, or engine / threads alone (for profiling)")
       ->check(CLI::IsMember({"both", "engine", "threads"}));
@@ -413,27 +489,43 @@ int main(int argc, char** argv) {
               "client threads: engine (+ idle connect helpers) vs blocking");
   int rc = 0;
   std::vector<CostRow> cost_rows;
+  std::vector<std::pair<size_t, std::vector<double>>> round_ratios;
   for (size_t k : inflight) {
     if (k == 0) continue;
-    EngineRun engine;
-    if (mode != "threads") engine = RunEngine(**transport, address, port, naa->pid(), k, calls);
-    bool ok = true;
-    CpuPerCall threads_cpu;
-    SwitchesPerCall threads_switches;
-    const double threads =
-        mode == "engine" ? 0
-                         : RunThreads(**transport, address, port, naa->pid(), k, calls, &ok,
-                                      &threads_cpu, &threads_switches);
-    if (!engine.ok || !ok) {
-      rc = 1;
-      break;
+    // Alternating rounds, engine then threads, each of calls / rounds: the
+    // two modes of one round see the machine in the same state, so the
+    // ratio is the median of the rounds' ratios; a round the machine slowed
+    // moves one ratio, not the row's.
+    const size_t round_calls = std::max<size_t>(1, calls / rounds);
+    std::vector<EngineRun> engine_runs;
+    std::vector<ThreadsRun> threads_runs;
+    std::vector<double> ratios;
+    for (size_t r = 0; r < rounds && rc == 0; ++r) {
+      EngineRun engine;
+      if (mode != "threads") {
+        engine = RunEngine(**transport, address, port, naa->pid(), k, round_calls);
+      }
+      ThreadsRun threads;
+      if (mode != "engine") {
+        threads = RunThreads(**transport, address, port, naa->pid(), k, round_calls);
+      }
+      if (!engine.ok || !threads.ok) rc = 1;
+      engine_runs.push_back(engine);
+      threads_runs.push_back(threads);
+      if (engine.calls_per_s > 0 && threads.calls_per_s > 0) {
+        ratios.push_back(engine.calls_per_s / threads.calls_per_s);
+      }
     }
+    if (rc != 0) break;
+    const EngineRun engine = Combine(engine_runs);
+    const ThreadsRun threads = Combine(threads_runs);
     std::printf("%-9zu | %16.0f | %16.0f | %14.2f | %d (+%d) vs %zu\n", k, engine.calls_per_s,
-                threads, engine.calls_per_s / threads, engine.engine_threads,
-                engine.helper_threads, k);
+                threads.calls_per_s, ratios.empty() ? 0.0 : Median(ratios),
+                engine.engine_threads, engine.helper_threads, k);
     std::fflush(stdout);
-    cost_rows.push_back({k, engine.cpu, threads_cpu, engine.engine_run_us, engine.engine_wait_us,
-                        engine.switches, threads_switches, engine.engine_slept,
+    round_ratios.push_back({k, ratios});
+    cost_rows.push_back({k, engine.cpu, threads.cpu, engine.engine_run_us, engine.engine_wait_us,
+                        engine.switches, threads.switches, engine.engine_slept,
                         engine.engine_preempted});
   }
   // CPU time per call (process CPU clocks; the engine thread's schedstat).
@@ -452,6 +544,14 @@ int main(int argc, char** argv) {
                                      r.threads_switches.client, r.threads_switches.naa,
                                      r.engine_slept,            r.engine_preempted};
                  });
+  if (rounds > 1) {
+    std::printf("\nEngine / threads per round, in the order run (the row's ratio is their median)\n");
+    for (const auto& [k, ratios] : round_ratios) {
+      std::printf("%-9zu |", k);
+      for (double r : ratios) std::printf(" %.2f", r);
+      std::printf("\n");
+    }
+  }
   naa->Stop();
   return rc;
 }

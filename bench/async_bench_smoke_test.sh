@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 set -euo pipefail
-out=$("$TEST_SRCDIR/naarpc/bench/async_bench" --inflight 1 8 --calls 400)
+out=$("$TEST_SRCDIR/naarpc/bench/async_bench" --inflight 1 8 --calls 400 --rounds 2)
 echo "$out"
 grep -q "engine calls/s" <<<"$out"
 grep -qE "^1 +\|" <<<"$out"
@@ -15,4 +15,10 @@ done
 sw=$(sed -n '/^Context switches per call/,$p' <<<"$out")
 for k in 1 8; do
   grep -qE "^$k +\|( +[0-9]+\.[0-9]{2}){2} \|( +[0-9]+\.[0-9]{2}){2} \|( +([0-9]+\.[0-9]{2}|-)){2}$" <<<"$sw"
+done
+# Alternating rounds: one ratio per round and row, engine and threads both
+# measured in each.
+rounds=$(sed -n '/^Engine \/ threads per round/,$p' <<<"$out")
+for k in 1 8; do
+  grep -qE "^$k +\|( [0-9]+\.[0-9]{2}){2}$" <<<"$rounds"
 done
