@@ -266,7 +266,7 @@ bool VerbsConnection::TakeCqEvent() {
 
 Result<bool> VerbsConnection::WaitNotify(Deadline deadline) {
   for (;;) {
-    if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
+    NoteLocalDisconnect();
     // CM events are read when the ppoll below finds the CM channel
     // readable: its fd stays readable while an event is queued.
     if (down_.is_down && notify_.flush_timer.get() >= 0) {
@@ -280,9 +280,7 @@ Result<bool> VerbsConnection::WaitNotify(Deadline deadline) {
     // Non-blocking first: an event already raised is taken at once.
     int rc = ppoll(fds, 3, &kZeroTimeout, nullptr);
     if (rc == 0) {
-      if (down_.is_down && (!Outstanding() || down_.flush_deadline.expired())) {
-        return DisconnectedError(DownReason());
-      }
+      if (DownAndSettled()) return DisconnectedError(DownReason());
       if (deadline.expired()) return false;
       Deadline wait = down_.is_down ? Deadline::Earlier(deadline, down_.flush_deadline) : deadline;
       const timespec timeout = TimeLeft(wait);
@@ -299,11 +297,13 @@ Result<size_t> VerbsConnection::TryPollCompletions(std::span<Completion> out) {
   if (out.empty()) return InvalidArgumentError("TryPollCompletions: empty output span");
   NAARPC_ASSIGN_OR_RETURN(size_t n, DrainCq(out));
   if (n > 0) return n;
-  if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
+  NoteLocalDisconnect();
+  return NoCompletionWithoutSleep();
+}
+
+Result<size_t> VerbsConnection::NoCompletionWithoutSleep() {
   HandleCmEvents();
-  if (down_.is_down && (!Outstanding() || down_.flush_deadline.expired())) {
-    return DisconnectedError(DownReason());
-  }
+  if (DownAndSettled()) return DisconnectedError(DownReason());
   return size_t{0};
 }
 
@@ -356,12 +356,10 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
       if (measured && slept_at) hybrid_.predictor.OnCompleted(Deadline::Clock::now() - *slept_at);
       return n;
     }
-    if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
+    NoteLocalDisconnect();
     Deadline wait = deadline;
     if (down_.is_down) {
-      if (!Outstanding() || down_.flush_deadline.expired()) {
-        return DisconnectedError(DownReason());
-      }
+      if (DownAndSettled()) return DisconnectedError(DownReason());
       wait = Deadline::Earlier(deadline, down_.flush_deadline);
     }
     if (!armed_) {
@@ -372,16 +370,9 @@ Result<size_t> VerbsConnection::WaitForCompletions(std::span<Completion> out,
       armed_ = true;
       continue;
     }
-    if (deadline.expired()) {
-      // No sleep, so no ppoll to report the CM channel: look at it here,
-      // so that a caller polling with a past deadline still sees a
-      // disconnect.
-      HandleCmEvents();
-      if (down_.is_down && (!Outstanding() || down_.flush_deadline.expired())) {
-        return DisconnectedError(DownReason());
-      }
-      return size_t{0};
-    }
+    // A past deadline: no sleep, so a caller polling with one still sees
+    // a disconnect.
+    if (deadline.expired()) return NoCompletionWithoutSleep();
     if (!slept_at) {
       slept_at = Deadline::Clock::now();
       ++hybrid_.stats.sleeps;

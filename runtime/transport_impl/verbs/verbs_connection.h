@@ -114,6 +114,19 @@ class VerbsConnection final : public Connection {
 
   bool IsDown() const { return down_.is_down || disconnect_requested_.load(); }
   bool Outstanding() const { return work_.signaled_pending > 0 || !work_.recvs.empty(); }
+  // Down, and nothing more will complete: every outstanding request
+  // flushed, or the flush grace over. Then every poll reports kDisconnected.
+  bool DownAndSettled() const {
+    return down_.is_down && (!Outstanding() || down_.flush_deadline.expired());
+  }
+  // A local Disconnect() seen: the connection is down from now on.
+  void NoteLocalDisconnect() {
+    if (disconnect_requested_.load() && !down_.is_down) MarkDown("connection closed locally");
+  }
+  // A poll that found no completion and will not sleep (no ppoll to report
+  // the CM channel): reads CM events itself, then kDisconnected once down
+  // and settled, else 0 completions.
+  Result<size_t> NoCompletionWithoutSleep();
   std::string DownReason() const;
   void MarkDown(std::string reason);
   // Fails only for a bad descriptor or time: neither can occur here.
