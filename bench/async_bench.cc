@@ -22,11 +22,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -224,71 +226,105 @@ struct EngineRun {
   // preempted (-1: not read).
   double engine_slept = -1, engine_preempted = -1;
 };
-EngineRun RunEngine(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                    pid_t naa, size_t inflight, size_t calls) {
-  std::vector<Slot> slots(inflight);
-  std::atomic<size_t> submitted{0}, finished{0};
-  std::atomic<bool> failed{false};
-  std::promise<void> all_done;
-  std::function<void(Slot&)> next;
-  // Declared last, destroyed first: its engine thread is joined before the
-  // state its callbacks use goes away.
-  naarpc::codegen::StubOptions options;
-  options.max_sessions_per_routine = inflight;
-  vec::VectorArithClient client(transport, address, port, options);
-  // Warm-up: every session connected (K blocking calls at once).
-  {
+// The engine mode of one K: its client and sessions stay open across the
+// rounds (connected once, before the first).
+class EngineMode {
+ public:
+  EngineMode(naarpc::Transport& transport, const std::string& address, uint16_t port, size_t k)
+      : slots_(k), client_(transport, address, port, Options(k)) {}
+
+  // Every session connected (K calls at once); false if a call failed.
+  bool WarmUp() {
     std::vector<std::future<naarpc::Status>> warm;
-    for (Slot& s : slots) warm.push_back(client.AddAsync(s.a, s.b, s.out));
+    for (Slot& s : slots_) warm.push_back(client_.AddAsync(s.a, s.b, s.out));
+    bool ok = true;
     for (auto& w : warm) {
       const naarpc::Status st = w.get();
       if (!st.ok()) {
         std::fprintf(stderr, "async warm-up call: %s\n", st.ToString().c_str());
-        EngineRun failed_run;
-        failed_run.ok = false;
-        return failed_run;
+        ok = false;
       }
     }
+    return ok;
   }
-  next = [&](Slot& s) {
-    if (submitted.fetch_add(1) >= calls) return;
-    client.AddAsync(s.a, s.b, s.out, [&](naarpc::Status st) {
-      if (!st.ok() && !failed.exchange(true)) {
+
+  // `calls` calls, K in flight; returns once every slot's chain has stopped
+  // (no callback of this round still runs).
+  EngineRun Round(pid_t naa, size_t calls) {
+    calls_ = calls;
+    submitted_.store(0);
+    failed_.store(false);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = 0;
+    }
+    const std::optional<SchedTimes> sched0 = ThreadSchedTimes("naarpc-engine");
+    const std::optional<Switches> switches0 = NamedThreadSwitches("naarpc-engine");
+    const SwitchMeter switches(naa);
+    const CpuMeter cpu(naa);
+    const auto start = Clock::now();
+    for (Slot& s : slots_) Next(s);
+    const int engine_threads = ThreadsNamed("naarpc-engine");
+    const int helper_threads = ThreadsNamed("naarpc-helper");
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      all_stopped_.wait(lock, [this] { return stopped_ == slots_.size(); });
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EngineRun run;
+    run.calls_per_s = double(calls) / seconds;
+    run.engine_threads = engine_threads;
+    run.helper_threads = helper_threads;
+    run.ok = !failed_.load();
+    run.cpu = cpu.PerCall(calls);
+    run.switches = switches.PerCall(calls);
+    if (const std::optional<Switches> switches1 = NamedThreadSwitches("naarpc-engine");
+        switches0 && switches1) {
+      run.engine_slept = double(switches1->slept - switches0->slept) / double(calls);
+      run.engine_preempted = double(switches1->preempted - switches0->preempted) / double(calls);
+    }
+    if (const std::optional<SchedTimes> sched1 = ThreadSchedTimes("naarpc-engine");
+        sched0 && sched1) {
+      run.engine_run_us = double(sched1->run_ns - sched0->run_ns) / 1e3 / double(calls);
+      run.engine_wait_us = double(sched1->wait_ns - sched0->wait_ns) / 1e3 / double(calls);
+    }
+    return run;
+  }
+
+ private:
+  static naarpc::codegen::StubOptions Options(size_t k) {
+    naarpc::codegen::StubOptions options;
+    options.max_sessions_per_routine = k;
+    return options;
+  }
+
+  // The slot's next call, submitted from its previous one's callback; once
+  // the round's calls are all submitted, the slot's chain stops.
+  void Next(Slot& s) {
+    if (submitted_.fetch_add(1) >= calls_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (++stopped_ == slots_.size()) all_stopped_.notify_one();
+      return;
+    }
+    client_.AddAsync(s.a, s.b, s.out, [this, &s](naarpc::Status st) {
+      if (!st.ok() && !failed_.exchange(true)) {
         std::fprintf(stderr, "async call: %s\n", st.ToString().c_str());
       }
-      if (finished.fetch_add(1) + 1 == calls) all_done.set_value();
-      next(s);
+      Next(s);
     }, naarpc::Deadline::After(kCallDeadline));
-  };
-  const std::optional<SchedTimes> sched0 = ThreadSchedTimes("naarpc-engine");
-  const std::optional<Switches> switches0 = NamedThreadSwitches("naarpc-engine");
-  const SwitchMeter switches(naa);
-  const CpuMeter cpu(naa);
-  const auto start = Clock::now();
-  for (Slot& s : slots) next(s);
-  const int engine_threads = ThreadsNamed("naarpc-engine");
-  const int helper_threads = ThreadsNamed("naarpc-helper");
-  all_done.get_future().wait();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  EngineRun run;
-  run.calls_per_s = double(calls) / seconds;
-  run.engine_threads = engine_threads;
-  run.helper_threads = helper_threads;
-  run.ok = !failed.load();
-  run.cpu = cpu.PerCall(calls);
-  run.switches = switches.PerCall(calls);
-  if (const std::optional<Switches> switches1 = NamedThreadSwitches("naarpc-engine");
-      switches0 && switches1) {
-    run.engine_slept = double(switches1->slept - switches0->slept) / double(calls);
-    run.engine_preempted = double(switches1->preempted - switches0->preempted) / double(calls);
   }
-  if (const std::optional<SchedTimes> sched1 = ThreadSchedTimes("naarpc-engine");
-      sched0 && sched1) {
-    run.engine_run_us = double(sched1->run_ns - sched0->run_ns) / 1e3 / double(calls);
-    run.engine_wait_us = double(sched1->wait_ns - sched0->wait_ns) / 1e3 / double(calls);
-  }
-  return run;
-}
+
+  size_t calls_ = 0;
+  std::atomic<size_t> submitted_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex mu_;
+  std::condition_variable all_stopped_;
+  size_t stopped_ = 0;  // guarded by mu_
+  std::vector<Slot> slots_;
+  // Declared last, destroyed first: its engine thread is joined before the
+  // state its callbacks use goes away.
+  vec::VectorArithClient client_;
+};
 
 // K threads, each making blocking calls.
 struct ThreadsRun {
@@ -297,42 +333,61 @@ struct ThreadsRun {
   CpuPerCall cpu;
   SwitchesPerCall switches;
 };
-ThreadsRun RunThreads(naarpc::Transport& transport, const std::string& address, uint16_t port,
-                      pid_t naa, size_t inflight, size_t calls) {
-  naarpc::codegen::StubOptions options;
-  options.max_sessions_per_routine = inflight;
-  vec::VectorArithClient client(transport, address, port, options);
-  std::vector<Slot> slots(inflight);
-  std::atomic<bool> failed{false};
-  auto work = [&](Slot& s, size_t n) {
-    for (size_t i = 0; i < n && !failed.load(std::memory_order_relaxed); ++i) {
-      naarpc::Status st = client.Add(s.a, s.b, s.out, naarpc::Deadline::After(kCallDeadline));
-      if (!st.ok() && !failed.exchange(true)) {
+// The threads mode of one K: its client and sessions stay open across the
+// rounds (connected once, before the first).
+class ThreadsMode {
+ public:
+  ThreadsMode(naarpc::Transport& transport, const std::string& address, uint16_t port, size_t k)
+      : slots_(k), client_(transport, address, port, Options(k)) {}
+
+  // Every session connected (one call from each of K threads at once).
+  bool WarmUp() {
+    failed_.store(false);
+    std::vector<std::thread> warm;
+    for (Slot& s : slots_) warm.emplace_back([this, &s] { Work(s, 1); });
+    for (auto& t : warm) t.join();
+    return !failed_.load();
+  }
+
+  ThreadsRun Round(pid_t naa, size_t calls) {
+    failed_.store(false);
+    const size_t k = slots_.size();
+    const SwitchMeter switches(naa);
+    const CpuMeter cpu(naa);
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < k; ++i) {
+      threads.emplace_back([this, i, n = calls / k + (i < calls % k)] { Work(slots_[i], n); });
+    }
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    ThreadsRun run;
+    run.calls_per_s = double(calls) / seconds;
+    run.cpu = cpu.PerCall(calls);
+    run.switches = switches.PerCall(calls);
+    run.ok = !failed_.load();
+    return run;
+  }
+
+ private:
+  static naarpc::codegen::StubOptions Options(size_t k) {
+    naarpc::codegen::StubOptions options;
+    options.max_sessions_per_routine = k;
+    return options;
+  }
+  void Work(Slot& s, size_t n) {
+    for (size_t i = 0; i < n && !failed_.load(std::memory_order_relaxed); ++i) {
+      naarpc::Status st = client_.Add(s.a, s.b, s.out, naarpc::Deadline::After(kCallDeadline));
+      if (!st.ok() && !failed_.exchange(true)) {
         std::fprintf(stderr, "sync call: %s\n", st.ToString().c_str());
       }
     }
-  };
-  {  // warm-up: every session connected
-    std::vector<std::thread> warm;
-    for (Slot& s : slots) warm.emplace_back(work, std::ref(s), 1);
-    for (auto& t : warm) t.join();
   }
-  const SwitchMeter switches(naa);
-  const CpuMeter cpu(naa);
-  const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (size_t k = 0; k < inflight; ++k) {
-    threads.emplace_back(work, std::ref(slots[k]), calls / inflight + (k < calls % inflight));
-  }
-  for (auto& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  ThreadsRun run;
-  run.calls_per_s = double(calls) / seconds;
-  run.cpu = cpu.PerCall(calls);
-  run.switches = switches.PerCall(calls);
-  run.ok = !failed.load();
-  return run;
-}
+
+  std::atomic<bool> failed_{false};
+  std::vector<Slot> slots_;
+  vec::VectorArithClient client_;
+};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -500,15 +555,23 @@ int main(int argc, char** argv) {
     std::vector<EngineRun> engine_runs;
     std::vector<ThreadsRun> threads_runs;
     std::vector<double> ratios;
+    // Both clients connect their K sessions before the first round and keep
+    // them throughout; the other mode's sessions stay idle meanwhile.
+    std::optional<EngineMode> engine_mode;
+    std::optional<ThreadsMode> threads_mode;
+    if (mode != "threads") {
+      engine_mode.emplace(**transport, address, port, k);
+      if (!engine_mode->WarmUp()) rc = 1;
+    }
+    if (mode != "engine" && rc == 0) {
+      threads_mode.emplace(**transport, address, port, k);
+      if (!threads_mode->WarmUp()) rc = 1;
+    }
     for (size_t r = 0; r < rounds && rc == 0; ++r) {
       EngineRun engine;
-      if (mode != "threads") {
-        engine = RunEngine(**transport, address, port, naa->pid(), k, round_calls);
-      }
+      if (engine_mode) engine = engine_mode->Round(naa->pid(), round_calls);
       ThreadsRun threads;
-      if (mode != "engine") {
-        threads = RunThreads(**transport, address, port, naa->pid(), k, round_calls);
-      }
+      if (threads_mode) threads = threads_mode->Round(naa->pid(), round_calls);
       if (!engine.ok || !threads.ok) rc = 1;
       engine_runs.push_back(engine);
       threads_runs.push_back(threads);
