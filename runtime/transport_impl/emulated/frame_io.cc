@@ -259,8 +259,8 @@ void EmuConnection::ReadInput(bool block) {
       if (!InDestValid()) return;
       in_.rpos = in_.wpos = 0;
       uint32_t remaining = in_.hdr.length - in_.done;
-      iovec iov[2] = {{in_.dest + in_.done, remaining}, {in_.buf.get(), kReadBufSize}};
-      asked = remaining + kReadBufSize;
+      iovec iov[2] = {{in_.dest + in_.done, remaining}, {in_.buf.get(), kStagingRead}};
+      asked = remaining + kStagingRead;
       msghdr mh{};
       mh.msg_iov = iov;
       mh.msg_iovlen = 2;
@@ -277,7 +277,7 @@ void EmuConnection::ReadInput(bool block) {
         in_.wpos -= in_.rpos;
         in_.rpos = 0;
       }
-      asked = kReadBufSize - in_.wpos;
+      asked = std::min(kReadBufSize - in_.wpos, kStagingRead);
       n = ::recv(fd_.get(), in_.buf.get() + in_.wpos, asked, flags);
       if (n > 0) in_.wpos += static_cast<size_t>(n);
     }
@@ -304,7 +304,10 @@ void EmuConnection::ParseBuffered() {
       if (avail == 0) return;
       if (!InDestValid()) return;
       uint32_t take = static_cast<uint32_t>(std::min<size_t>(avail, in_.hdr.length - in_.done));
-      if (in_.dest != nullptr) std::memcpy(in_.dest + in_.done, in_.buf.get() + in_.rpos, take);
+      if (in_.dest != nullptr) {
+        std::memcpy(in_.dest + in_.done, in_.buf.get() + in_.rpos, take);
+        in_.payload_bytes_staged += take;
+      }
       in_.rpos += take;
       in_.done += take;
       if (in_.done == in_.hdr.length) FinishRequest();
