@@ -226,12 +226,19 @@ struct EngineRun {
   // preempted (-1: not read).
   double engine_slept = -1, engine_preempted = -1;
 };
+// Stub options for K calls in flight: one session each.
+naarpc::codegen::StubOptions SessionsFor(size_t k) {
+  naarpc::codegen::StubOptions options;
+  options.max_sessions_per_routine = k;
+  return options;
+}
+
 // The engine mode of one K: its client and sessions stay open across the
 // rounds (connected once, before the first).
 class EngineMode {
  public:
   EngineMode(naarpc::Transport& transport, const std::string& address, uint16_t port, size_t k)
-      : slots_(k), client_(transport, address, port, Options(k)) {}
+      : slots_(k), client_(transport, address, port, SessionsFor(k)) {}
 
   // Every session connected (K calls at once); false if a call failed.
   bool WarmUp() {
@@ -292,11 +299,6 @@ class EngineMode {
   }
 
  private:
-  static naarpc::codegen::StubOptions Options(size_t k) {
-    naarpc::codegen::StubOptions options;
-    options.max_sessions_per_routine = k;
-    return options;
-  }
 
   // The slot's next call, submitted from its previous one's callback; once
   // the round's calls are all submitted, the slot's chain stops.
@@ -338,7 +340,7 @@ struct ThreadsRun {
 class ThreadsMode {
  public:
   ThreadsMode(naarpc::Transport& transport, const std::string& address, uint16_t port, size_t k)
-      : slots_(k), client_(transport, address, port, Options(k)) {}
+      : slots_(k), client_(transport, address, port, SessionsFor(k)) {}
 
   // Every session connected (one call from each of K threads at once).
   bool WarmUp() {
@@ -370,11 +372,6 @@ class ThreadsMode {
   }
 
  private:
-  static naarpc::codegen::StubOptions Options(size_t k) {
-    naarpc::codegen::StubOptions options;
-    options.max_sessions_per_routine = k;
-    return options;
-  }
   void Work(Slot& s, size_t n) {
     for (size_t i = 0; i < n && !failed_.load(std::memory_order_relaxed); ++i) {
       naarpc::Status st = client_.Add(s.a, s.b, s.out, naarpc::Deadline::After(kCallDeadline));
@@ -409,46 +406,37 @@ double MeanOf(const std::vector<Run>& runs, double (*get)(const Run&)) {
 }
 
 // Rounds of equal calls: calls/s is their median, per-call costs their means.
-EngineRun Combine(const std::vector<EngineRun>& runs) {
-  EngineRun out;
-  if (runs.empty()) return out;
+template <typename Run>
+Run CombineRounds(const std::vector<Run>& runs) {
+  Run out;
   std::vector<double> rates;
-  for (const EngineRun& r : runs) {
+  for (const Run& r : runs) {
     rates.push_back(r.calls_per_s);
     out.ok = out.ok && r.ok;
+  }
+  if (runs.empty()) return out;
+  out.calls_per_s = Median(rates);
+  out.cpu.client_us = MeanOf<Run>(runs, [](const Run& r) { return r.cpu.client_us; });
+  out.cpu.naa_us = MeanOf<Run>(runs, [](const Run& r) { return r.cpu.naa_us; });
+  out.switches.client = MeanOf<Run>(runs, [](const Run& r) { return r.switches.client; });
+  out.switches.naa = MeanOf<Run>(runs, [](const Run& r) { return r.switches.naa; });
+  return out;
+}
+// ... and the engine thread's own figures.
+EngineRun Combine(const std::vector<EngineRun>& runs) {
+  EngineRun out = CombineRounds(runs);
+  for (const EngineRun& r : runs) {
     out.engine_threads = std::max(out.engine_threads, r.engine_threads);
     out.helper_threads = std::max(out.helper_threads, r.helper_threads);
   }
-  out.calls_per_s = Median(rates);
   using R = EngineRun;
-  out.cpu.client_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.client_us; });
-  out.cpu.naa_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.naa_us; });
-  out.switches.client = MeanOf<R>(runs, [](const R& r) { return r.switches.client; });
-  out.switches.naa = MeanOf<R>(runs, [](const R& r) { return r.switches.naa; });
   out.engine_run_us = MeanOf<R>(runs, [](const R& r) { return r.engine_run_us; });
   out.engine_wait_us = MeanOf<R>(runs, [](const R& r) { return r.engine_wait_us; });
   out.engine_slept = MeanOf<R>(runs, [](const R& r) { return r.engine_slept; });
   out.engine_preempted = MeanOf<R>(runs, [](const R& r) { return r.engine_preempted; });
   return out;
 }
-ThreadsRun Combine(const std::vector<ThreadsRun>& runs) {
-  ThreadsRun out;
-  if (runs.empty()) return out;
-  std::vector<double> rates;
-  for (const ThreadsRun& r : runs) {
-    rates.push_back(r.calls_per_s);
-    out.ok = out.ok && r.ok;
-  }
-  out.calls_per_s = Median(rates);
-  using R = ThreadsRun;
-  out.cpu.client_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.client_us; });
-  out.cpu.naa_us = MeanOf<R>(runs, [](const R& r) { return r.cpu.naa_us; });
-  out.switches.client = MeanOf<R>(runs, [](const R& r) { return r.switches.client; });
-  out.switches.naa = MeanOf<R>(runs, [](const R& r) { return r.switches.naa; });
-  return out;
-}
-
-
+ThreadsRun Combine(const std::vector<ThreadsRun>& runs) { return CombineRounds(runs); }
 
 // One row per K of what each mode cost per call (-1: not measured).
 struct CostRow {
