@@ -299,7 +299,6 @@ class EngineMode {
   }
 
  private:
-
   // The slot's next call, submitted from its previous one's callback; once
   // the round's calls are all submitted, the slot's chain stops.
   void Next(Slot& s) {
@@ -570,8 +569,20 @@ int main(int argc, char** argv) {
     if (rc != 0) break;
     const EngineRun engine = Combine(engine_runs);
     const ThreadsRun threads = Combine(threads_runs);
-    std::printf("%-9zu | %16.0f | %16.0f | %14.2f | %d (+%d) vs %zu\n", k, engine.calls_per_s,
-                threads.calls_per_s, ratios.empty() ? 0.0 : Median(ratios),
+    // A mode not run (--mode) and the ratio without it print "-".
+    const auto cell = [](bool measured, int width, int decimals, double value) {
+      char text[32];
+      if (measured) {
+        std::snprintf(text, sizeof text, "%*.*f", width, decimals, value);
+      } else {
+        std::snprintf(text, sizeof text, "%*s", width, "-");
+      }
+      return std::string(text);
+    };
+    std::printf("%-9zu | %s | %s | %s | %d (+%d) vs %zu\n", k,
+                cell(engine_mode.has_value(), 16, 0, engine.calls_per_s).c_str(),
+                cell(threads_mode.has_value(), 16, 0, threads.calls_per_s).c_str(),
+                cell(!ratios.empty(), 14, 2, ratios.empty() ? 0.0 : Median(ratios)).c_str(),
                 engine.engine_threads, engine.helper_threads, k);
     std::fflush(stdout);
     round_ratios.push_back({k, ratios});

@@ -22,3 +22,8 @@ rounds=$(sed -n '/^Engine \/ threads per round/,$p' <<<"$out")
 for k in 1 8; do
   grep -qE "^$k +\|( [0-9]+\.[0-9]{2}){2}$" <<<"$rounds"
 done
+# One mode alone (--mode, for profiling): the other mode's column and the
+# ratio print "-", not a made-up figure.
+alone=$("$TEST_SRCDIR/naarpc/bench/async_bench" --inflight 2 --calls 40 --rounds 1 --mode engine)
+echo "$alone"
+grep -qE "^2 +\| +[0-9]+ \| +- \| +- \|" <<<"$alone"
