@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs inside the rxe guest (tools/rxe-vm): the verbs tests for real, then
 # perftest over rxe0 for reference.
-# Usage: guest_suite.sh [--cli SCRIPT NAARPC IDL] [--pytest RUN_PYTEST ROOT TEST_PY]
+# Usage: guest_suite.sh [--clock-check CLOCK_CHECK] [--cli SCRIPT NAARPC IDL] [--pytest RUN_PYTEST ROOT TEST_PY]
 #                       [--device-removal TEST] --verbs VERBS_TEST [--verbs VERBS_TEST...]
 #                       [END_TO_END_TEST...]
 # --verbs: a verbs transport test, run in full (no test may skip).
+# --clock-check: tools/rxe-vm:clock_check, the guest's clock must not go back
+# between vCPUs (it boots with tsc=reliable).
 # --cli: the naarpc command-line tool's verbs script (tests/cli/verbs_guest.sh).
 # --pytest: the Python module's verbs cases: RUN_PYTEST (python/run_pytest.sh,
 # //python:python_transport_test's script) run from the runfiles root ROOT on
@@ -13,6 +15,8 @@
 # --device-removal: last, removes rxe0 under a live call (the test), checks
 # that the device goes away once the test has exited, and re-creates it.
 set -uo pipefail
+clock_check=""
+if [[ "${1:-}" == --clock-check ]]; then clock_check="$2"; shift 2; fi
 cli=()
 if [[ "${1:-}" == --cli ]]; then cli=("$2" "$3" "$4"); shift 4; fi
 pytest_args=()
@@ -56,6 +60,9 @@ section "RDMA devices"
 ibv_devices
 rdma link
 [[ -e /sys/class/infiniband/rxe0 ]] || { echo "rxe0 missing"; exit 1; }
+if [[ -n "$clock_check" ]]; then
+  run "guest clock: monotonic across vCPUs" "$clock_check"
+fi
 
 # A second device on its own netdev, for the device-selection tests.
 ip link add eth1 type dummy && ip addr add 10.0.3.15/24 dev eth1 && ip link set eth1 up &&

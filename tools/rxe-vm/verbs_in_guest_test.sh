@@ -30,6 +30,7 @@ cli=("$(readlink -f "$r/tests/cli/verbs_guest.sh")" "$(readlink -f "$r/tools/naa
 # The Python module's verbs cases run from this runfiles tree (relative paths:
 # python/, examples/naa_server, services/*.naa.yaml), not from real paths.
 pytest_args=("$(readlink -f "$r/python/python_transport_test")" "$(readlink -f "$r")" python/naarpc_transport_test.py)
+clock_check="$(readlink -f "$r/tools/rxe-vm/clock_check")"
 exec "$r/tools/rxe-vm/rxe-vm" --timeout 900 -- \
-  /bin/bash "$suite" --cli "${cli[@]}" --pytest "${pytest_args[@]}" --device-removal "$removal_test" "${verbs_tests[@]}" \
+  /bin/bash "$suite" --clock-check "$clock_check" --cli "${cli[@]}" --pytest "${pytest_args[@]}" --device-removal "$removal_test" "${verbs_tests[@]}" \
   "${e2e_tests[@]}"
