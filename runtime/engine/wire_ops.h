@@ -85,6 +85,15 @@ Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
 // A failed completion as a Status naming what failed.
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
 
+// Whether `c` is a completion flushed because the connection went down after
+// the NAA's status arrived (`answered`): it does not change the call's
+// outcome. An NAA closes the connection right after a kernel-timeout status
+// (docs/protocol.md 7.4), and the flushes of receives posted for later
+// frames may come in the same batch as the status.
+inline bool FlushedAfterAnswer(const Completion& c, bool answered) {
+  return answered && c.status == CompletionStatus::kFlushed;
+}
+
 // Polls `conn` until `on_completion` returns done or an error, or the
 // deadline passes (kDeadlineExceeded with `what`). Every completion polled
 // is handed to `on_completion`, including those after the one that was done.

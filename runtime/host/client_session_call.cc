@@ -206,6 +206,10 @@ Result<bool> ClientSession::Impl::BuildWrites(std::span<const uint64_t> lengths)
 }
 
 Status ClientSession::Impl::OnCallCompletion(const Completion& c, bool& done) {
+  if (internal::FlushedAfterAnswer(c, call.answered)) {
+    done = true;  // the connection went down after the answer: the answer stands
+    return Status::Ok();
+  }
   if (c.status != CompletionStatus::kSuccess) {
     return internal::CompletionFailure(
         c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "result receive" : "input write", *conn);

@@ -89,8 +89,13 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
                                : "no status from the NAA") +
           " before the deadline, mid-stream" + StreamTotals());
     }
+    bool down_after_answer = false;
     for (size_t k = 0; k < *n; ++k) {
       const Completion& c = batch[k];
+      if (internal::FlushedAfterAnswer(c, answered)) {
+        down_after_answer = true;  // the answer stands; nothing more will complete
+        continue;
+      }
       if (c.status != CompletionStatus::kSuccess) {
         return internal::CompletionFailure(
             c, WrIdKind(c.wr_id) == WrKind::kDataRecv ? "stream receive" : "stream write", *conn);
@@ -149,6 +154,7 @@ Status ClientSession::Impl::RunStreams(StreamHandler& handler, uint64_t write_id
       // The receive the chunk consumed is replaced for the next one.
       NAARPC_RETURN_IF_ERROR(PostDataRecv());
     }
+    if (down_after_answer) return Status::Ok();
   }
 }
 

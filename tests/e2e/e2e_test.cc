@@ -28,6 +28,7 @@
 #include "tests/e2e/test_kernels.h"
 #include "tests/testing/forwarding_transport.h"
 #include "tests/testing/peer_process.h"
+#include "tests/testing/withholding_connection.h"
 
 extern char** environ;
 
@@ -335,6 +336,33 @@ TEST_P(E2eTest, KernelTimeoutClosesTheConnectionAndNoLaterCallSharesItsMemory) {
   bool logged = false;
   for (const auto& line : server_log_) logged |= line.find("closing the connection") != std::string::npos;
   EXPECT_TRUE(logged);
+}
+
+// The NAA closes the connection right after its kernel-timeout status: a
+// host that polls late gets the status and the flush of its spare receive
+// in one batch, and the status decides the call.
+TEST_P(E2eTest, KernelTimeoutStatusInOneBatchWithTheFlushesDecidesTheCall) {
+  OverrunKernels kernels;
+  auto server = StartServer(kernels, server_options_);
+  ASSERT_NE(server, nullptr);
+  testing::WithholdingConnection* withholding = nullptr;
+  testing::WrappingTransport wrapping(*transport_, [&](std::unique_ptr<Connection> c) {
+    auto w = std::make_unique<testing::WithholdingConnection>(std::move(c));
+    withholding = w.get();
+    return std::unique_ptr<Connection>(std::move(w));
+  });
+  auto a = Open({{"in", Direction::kIn, 4096}, {"out", Direction::kOut, 4096}}, {}, server.get(),
+                &wrapping);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_NE(withholding, nullptr);
+  withholding->Arm();
+  Status st = (*a)->Call(OverrunKernels::kOverrun, Deadline::After(std::chrono::seconds(20)));
+  EXPECT_TRUE(withholding->handed_answer_with_flush());
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  EXPECT_EQ(st.wire_code(), std::optional<uint8_t>(kNaaStatusKernelTimeout)) << st.ToString();
+  EXPECT_EQ((*a)->state(), CommState::kError);
+  kernels.Release();
+  kernels.AwaitReturn();
 }
 
 // Call i fills all of its output with byte 0xa0 + i but sends back only

@@ -21,6 +21,7 @@
 #include "naarpc/stream.h"
 #include "tests/naaice/reference_peer.h"
 #include "tests/testing/test_transport.h"
+#include "tests/testing/withholding_connection.h"
 
 namespace naarpc {
 namespace {
@@ -311,6 +312,33 @@ TEST_P(StreamTest, KernelTimeoutMidStreamEndsTheSession) {
   auto again = Open(ChecksumLayout(256, 2));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   ExpectChecksum(**again, 256 * 3, 256);
+}
+
+// The NAA closes the connection right after its kernel-timeout status
+// (docs/protocol.md 7.4). A host that polls late gets the status and the
+// flushes of its other receives in one batch: the status decides the call.
+TEST_P(StreamTest, KernelTimeoutStatusInOneBatchWithTheFlushesDecidesTheCall) {
+  testing::WithholdingConnection* withholding = nullptr;
+  testing::WrappingTransport wrapping(*tt_.transport, [&](std::unique_ptr<Connection> c) {
+    auto w = std::make_unique<testing::WithholdingConnection>(std::move(c));
+    withholding = w.get();
+    return std::unique_ptr<Connection>(std::move(w));
+  });
+  ClientOptions o;
+  o.dialect = std::get<1>(GetParam());
+  auto s = ClientSession::Open(wrapping, tt_.address, server_->port(), ChecksumLayout(256, 2), o,
+                               Deadline::After(kHangGuard));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_NE(withholding, nullptr);
+  withholding->Arm();
+  Streams io(256 * 100);
+  CallOptions opts;
+  opts.streams = &io;
+  Status st = (*s)->Call(kTimedHold, Deadline::After(kHangGuard), opts);
+  EXPECT_TRUE(withholding->handed_answer_with_flush());
+  EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
+  EXPECT_EQ(st.wire_code(), kNaaStatusKernelTimeout) << st.ToString();
+  EXPECT_EQ((*s)->state(), CommState::kError);
 }
 
 TEST_P(StreamTest, NaaShutdownMidStreamIsReportedToTheHost) {
