@@ -1,5 +1,5 @@
 // Emulated transport vs raw TCP on loopback: small-message round trip and
-// 64 MiB bandwidth. Usage: emulated_bench [iterations]
+// 64 MiB bandwidth. Usage: emulated_bench [--iterations N] [--big-iterations N]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,6 +11,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "runtime/transport_impl/emulated/emulated_transport.h"
 
@@ -188,8 +190,14 @@ std::pair<double, double> Emulated(int iters, int big_iters) {
 }  // namespace naarpc
 
 int main(int argc, char** argv) {
-  int iters = argc > 1 ? std::atoi(argv[1]) : 20000;
-  int big = argc > 2 ? std::atoi(argv[2]) : 20;
+  CLI::App app{"emulated transport vs raw TCP on loopback: 64 B round trip, 64 MiB transfer"};
+  int iters = 20000;
+  int big = 20;
+  app.add_option("--iterations", iters, "64 B round trips per measurement")
+      ->check(CLI::Range(1, 100'000'000));
+  app.add_option("--big-iterations", big, "64 MiB transfers per measurement")
+      ->check(CLI::Range(1, 100'000));
+  CLI11_PARSE(app, argc, argv);
   for (int round = 0; round < 2; ++round) {
     auto raw = naarpc::RawTcp(iters, big);
     auto emu = naarpc::Emulated(iters, big);

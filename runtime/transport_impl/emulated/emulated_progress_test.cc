@@ -283,6 +283,62 @@ TEST(EmulatedTransport, BigTransfersKeepIntegrity) {
   EXPECT_EQ(0, std::memcmp(rx.data.data(), &src.data[kBig - kSendSize], kSendSize));
 }
 
+// Thousands of writes of 1 B to 4 KiB (the ones sent with one send() from a
+// copy, some as gather lists) posted while the peer reads nothing: the
+// socket fills, sends go out in part and resume mid-frame, and every byte
+// still lands where it was written.
+TEST(EmulatedTransport, SmallWritesThroughAFullSocketArriveWhole) {
+  EmulatedOptions options;
+  options.send_queue_depth = 0;  // unbounded: unsignaled writes pile up
+  auto t = NewEmulatedTransport(options);
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.client && p.server);
+  constexpr int kWrites = 12000;  // ~24 MiB: more than the sockets hold
+  std::vector<uint32_t> offsets, lengths;
+  size_t total = 0;
+  for (int i = 0; i < kWrites; ++i) {
+    const uint32_t len = 1 + static_cast<uint32_t>((uint64_t{static_cast<uint32_t>(i)} * 2654435761u) % 4096);
+    offsets.push_back(static_cast<uint32_t>(total));
+    lengths.push_back(len);
+    total += len;
+  }
+  Buf src = Reg(*p.client, total);
+  FillPattern(src.data, 11);
+  Buf target = Reg(*p.server, total);
+  ASSERT_TRUE(p.server->PostRecv(1, LocalBuffer{}).ok());
+  std::vector<LocalBuffer> pieces;  // every third write: three gather entries
+  pieces.reserve(3 * kWrites);
+  for (int i = 0; i < kWrites; ++i) {
+    SendRequest w = Write(10 + static_cast<uint64_t>(i), src.local(offsets[i], lengths[i]),
+                          target.addr(offsets[i]), target.mr->rkey(), /*signaled=*/false);
+    if (i % 3 == 0 && lengths[i] >= 3) {
+      const uint32_t a = lengths[i] / 3, b = lengths[i] / 3;
+      const size_t first = pieces.size();
+      pieces.push_back(src.local(offsets[i], a));
+      pieces.push_back(src.local(offsets[i] + a, b));
+      pieces.push_back(src.local(offsets[i] + a + b, lengths[i] - a - b));
+      w.sg_list = std::span<const LocalBuffer>(&pieces[first], 3);
+    }
+    ASSERT_TRUE(Post(*p.client, {w}).ok()) << "write " << i;
+  }
+  ASSERT_TRUE(Post(*p.client, {WriteImm(2, src.local(0, 1), target.addr(0), target.mr->rkey(), 7)})
+                  .ok());
+  std::thread server([&] {
+    auto got = PollN(*p.server, 1, 60s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].opcode, WorkOpcode::kRecvRdmaWithImm);
+    EXPECT_EQ(got[0].imm_data, 7u);
+    Completion c[1];
+    p.server->PollCompletions(c, Deadline::After(0ms)).status().IgnoreError();  // ack
+  });
+  auto cc = PollN(*p.client, 1, 60s);
+  server.join();
+  ASSERT_EQ(cc.size(), 1u);
+  EXPECT_EQ(cc[0].wr_id, 2u);
+  EXPECT_EQ(cc[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(target.data == src.data);
+}
+
 TEST(EmulatedTransport, TwoPeersWritingLargeDataAtOnceDoNotDeadlock) {
   auto t = NewEmulatedTransport();
   Pair p = MakePair(*t);

@@ -97,6 +97,27 @@ void EmuConnection::UpdateCtrl() {
   QueueUrgent(std::move(f));
 }
 
+// One write of `n` pieces, `total` bytes (what sendmsg would return). A
+// small write in several pieces (a call's header and payload) is copied
+// into one buffer and sent with send(), which skips sendmsg's msghdr and
+// iovec import.
+ssize_t EmuConnection::SendPieces(const iovec* iov, int n, size_t total) {
+  constexpr int kFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
+  if (n == 1) return ::send(fd_.get(), iov[0].iov_base, iov[0].iov_len, kFlags);
+  if (total <= kCoalesceBytes) {
+    uint8_t* p = out_.coalesced;
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(p, iov[i].iov_base, iov[i].iov_len);
+      p += iov[i].iov_len;
+    }
+    return ::send(fd_.get(), out_.coalesced, total, kFlags);
+  }
+  msghdr mh{};
+  mh.msg_iov = const_cast<iovec*>(iov);
+  mh.msg_iovlen = static_cast<size_t>(n);
+  return ::sendmsg(fd_.get(), &mh, kFlags);
+}
+
 // Writes as much of the output queue as the socket takes. Returns true if
 // bytes remain (wait for POLLOUT).
 bool EmuConnection::PushQueued() {
@@ -162,10 +183,7 @@ bool EmuConnection::PushQueued() {
       out_.stalled = true;
       return false;
     }
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
-    ssize_t sent = ::sendmsg(fd_.get(), &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t sent = SendPieces(iov, n, total);
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
