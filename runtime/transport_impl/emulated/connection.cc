@@ -288,7 +288,12 @@ void EmuConnection::ProgressUntil(Deadline deadline, Ready&& ready) {
     if (broken_) return;
     WatchStall(/*looked=*/false);  // a message in progress: its deadline is a timer
     std::optional<Clock::time_point> timer = NextTimer();
-    if (!want_out && !timer && BlockingRead(deadline)) {
+    // Nothing to send: wait in the receive itself, until the deadline or
+    // the next timer (a far one: a payload's stall watch, an RNR resend).
+    if (!want_out && BlockingRead(timer ? Deadline::Earlier(deadline, Deadline::At(*timer))
+                                        : deadline)) {
+      WatchStall(/*looked=*/true);
+      Pump();
       if (ready() || broken_ || deadline.expired()) return;
       continue;
     }

@@ -234,11 +234,13 @@ bool EmuConnection::PushQueued() {
   return false;
 }
 
-// Waits for input in the receive call itself (nothing to send, no timer):
-// one syscall instead of poll + receive. SO_RCVTIMEO is a power-of-two
+// Waits for input in the receive call itself (nothing to send): one
+// syscall instead of poll + receive. SO_RCVTIMEO is a power-of-two
 // number of ms, kMargin short of the deadline (the kernel rounds it up to
-// jiffies), so it rarely changes; returns false (use the precise ppoll) when
-// the deadline is close.
+// jiffies), and stays while it ends the wait in time and at most
+// kMaxEarlyWakes times too early, so waits for a call's deadline and for a
+// payload's stall watch share one value; returns false (use the precise
+// ppoll) when the deadline is close.
 bool EmuConnection::BlockingRead(Deadline deadline) {
   constexpr int64_t kMarginMs = 20;
   int64_t want = 0;
@@ -249,9 +251,14 @@ bool EmuConnection::BlockingRead(Deadline deadline) {
                                                                       Deadline::CoarseNow());
     const int64_t usable = left.count() - kMarginMs;
     if (usable < 4) return false;
-    // The largest power of two not above it (at most 2^40 ms).
-    want = static_cast<int64_t>(
-        std::bit_floor(std::min<uint64_t>(static_cast<uint64_t>(usable), uint64_t{1} << 40)));
+    constexpr int64_t kMaxEarlyWakes = 64;
+    if (in_.rcvtimeo_ms > 0 && in_.rcvtimeo_ms <= usable &&
+        in_.rcvtimeo_ms * kMaxEarlyWakes >= usable) {
+      want = in_.rcvtimeo_ms;
+    } else {  // the largest power of two not above it (at most 2^40 ms)
+      want = static_cast<int64_t>(
+          std::bit_floor(std::min<uint64_t>(static_cast<uint64_t>(usable), uint64_t{1} << 40)));
+    }
   }
   if (want != in_.rcvtimeo_ms) {
     timeval tv{static_cast<time_t>(want / 1000), static_cast<suseconds_t>(want % 1000 * 1000)};
