@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -34,20 +37,44 @@ namespace chk = naarpc::services::checked;
 namespace inc = naarpc::services::increment;
 namespace e2e = naarpc::testing::e2e;
 
+// Sleep(ms) sleeps ms milliseconds; Sleep(kHeld) instead waits until the
+// test releases it, so a call that must end by a time limit can end no other
+// way, however the machine schedules the test's threads.
 class SleepyImpl final : public e2e::SleepyService {
  public:
+  static constexpr uint32_t kHeld = UINT32_MAX;
   e2e::SleepyError Sleep(const naarpc::NaaCall&, uint32_t ms, uint32_t& slept) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    if (ms == kHeld) {
+      std::unique_lock lock(mu_);
+      released_.wait(lock, [&] { return permits_ > 0; });
+      --permits_;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
     slept = ms;
     return e2e::SleepyError::kOk;
   }
+  // Lets `n` held kernels return.
+  void Release(int n = 1) {
+    {
+      std::lock_guard lock(mu_);
+      permits_ += n;
+    }
+    released_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable released_;
+  int permits_ = 0;
 };
 
-// Wait: signals that it runs, then waits until released; y = x.
+// Wait: signals that it runs (the first time), then waits until released
+// (once released, it returns at once); y = x.
 class LatchImpl final : public e2e::LatchService {
  public:
   e2e::LatchError Wait(const naarpc::NaaCall&, uint32_t x, uint32_t& y) override {
-    started_.set_value();
+    std::call_once(started_once_, [&] { started_.set_value(); });
     release_.wait();
     y = x;
     return e2e::LatchError::kOk;
@@ -56,6 +83,7 @@ class LatchImpl final : public e2e::LatchService {
   void Release() { released_.set_value(); }
 
  private:
+  std::once_flag started_once_;
   std::promise<void> started_, released_;
   std::shared_future<void> release_ = released_.get_future().share();
 };
@@ -330,18 +358,29 @@ TEST_P(ServicesTest, KernelTimeoutAndClientDeadline) {
   uint32_t slept = 0;
   ASSERT_TRUE(client->Sleep(5, &slept).ok());
   EXPECT_EQ(slept, 5u);
-  // The kernel overruns its 100 ms IDL timeout: the NAA reports 0x02.
-  naarpc::Status st = client->Sleep(400, &slept);
+  // The kernel overruns its 100 ms IDL timeout (it is held until the NAA has
+  // answered): the NAA reports 0x02. (The 60 s deadline only turns a
+  // watchdog that never fires into a failure instead of a hang.)
+  naarpc::Status st =
+      client->Sleep(SleepyImpl::kHeld, &slept, naarpc::Deadline::After(std::chrono::seconds(60)));
+  sleepy_.Release();
   EXPECT_EQ(st.code(), StatusCode::kNaaError) << st.ToString();
   EXPECT_EQ(st.wire_code(), naarpc::kNaaStatusKernelTimeout);
   EXPECT_NE(st.message().find("KERNEL_TIMEOUT"), std::string::npos) << st.message();
-  // A caller's deadline shorter than the kernel: the client gives up.
-  st = client->Sleep(300, &slept, naarpc::Deadline::After(std::chrono::milliseconds(20)));
+  // A caller's deadline ends a call to a kernel without a time limit that
+  // waits until released: the client gives up.
+  auto latched = Make<e2e::LatchClient>();
+  uint32_t y = 0;
+  st = latched->Wait(7, &y, naarpc::Deadline::After(std::chrono::milliseconds(20)));
+  latch_.Release();
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
-  // The failed session is replaced on the next call.
+  // The failed sessions are replaced on the next call.
   st = client->Sleep(1, &slept);
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(slept, 1u);
+  st = latched->Wait(8, &y);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(y, 8u);
 }
 
 // A stub's deadline bounds connect + MRSP + call: against an NAA that takes
