@@ -118,7 +118,14 @@ class ChannelE2e : public ::testing::Test {
   void Start(int n) {
     for (int i = 0; i < n; ++i) naas_.push_back(std::make_unique<Naa>(static_cast<uint32_t>(i)));
   }
-  std::shared_ptr<Channel> MakeChannel(ChannelOptions o = {}) {
+  // Ejections last an hour here: no test waits for one to end (channel_test
+  // does, on a fake clock), and a slow machine must not end one early.
+  static ChannelOptions LongEjections(ChannelOptions o = {}) {
+    o.eject_base = std::chrono::hours(1);
+    o.eject_max = std::chrono::hours(1);
+    return o;
+  }
+  std::shared_ptr<Channel> MakeChannel(ChannelOptions o = LongEjections()) {
     std::vector<NaaAddress> a;
     for (auto& n : naas_) a.push_back(n->address());
     auto c = Channel::Create(a, o);
@@ -157,7 +164,7 @@ TEST_F(ChannelE2e, LeastOutstandingUsesEveryNaaForConcurrentCalls) {
   Start(2);
   ChannelOptions o;
   o.policy = BalancePolicy::kLeastOutstanding;
-  auto channel = MakeChannel(o);
+  auto channel = MakeChannel(LongEjections(o));
   ch::WhereChannelClient client(*transport_, channel);
   std::vector<uint32_t> ids(40), echoes(40);
   std::vector<std::future<Status>> f;
@@ -173,7 +180,7 @@ TEST_F(ChannelE2e, KeyAffinityKeepsAKeyOnOneNaaAndMovesOnlyTheDeadNaasKeys) {
   Start(3);
   ChannelOptions o;
   o.policy = BalancePolicy::kKeyAffinity;
-  auto channel = MakeChannel(o);
+  auto channel = MakeChannel(LongEjections(o));
   ch::WhereChannelClient client(*transport_, channel);
   std::map<uint64_t, int> owner;
   for (uint64_t key = 0; key < 30; ++key) {
@@ -308,7 +315,7 @@ TEST_F(ChannelE2e, TheDeadlineCoversEveryAttempt) {
   FrozenNaa frozen;
   {
     // The first attempt (the frozen NAA) takes the whole deadline: no retry.
-    auto c = Channel::Create({frozen.address(), naas_[0]->address()});
+    auto c = Channel::Create({frozen.address(), naas_[0]->address()}, LongEjections());
     ASSERT_TRUE(c.ok());
     ch::WhereChannelClient client(*transport_, *c);
     uint32_t id = 99, echo = 0;
@@ -322,7 +329,7 @@ TEST_F(ChannelE2e, TheDeadlineCoversEveryAttempt) {
     // A bound per attempt leaves time to go to the other NAA.
     ChannelOptions o;
     o.attempt_timeout = 300ms;
-    auto c = Channel::Create({frozen.address(), naas_[0]->address()}, o);
+    auto c = Channel::Create({frozen.address(), naas_[0]->address()}, LongEjections(o));
     ASSERT_TRUE(c.ok());
     ch::WhereChannelClient client(*transport_, *c);
     uint32_t id = 99, echo = 0;
@@ -411,7 +418,7 @@ TEST_F(ChannelE2e, ConnectionsOriginateFromTheLocalAddress) {
   for (auto& n : naas_) EXPECT_EQ(peers(*n), (std::set<std::string>{"127.0.0.1"}));
   ChannelOptions o;
   o.local_address = "127.0.0.2";
-  auto channel = MakeChannel(o);
+  auto channel = MakeChannel(LongEjections(o));
   ch::WhereChannelClient client(*transport_, channel);
   EXPECT_EQ(Which(client), 0);
   EXPECT_EQ(Which(client), 1);
@@ -444,7 +451,7 @@ TEST_F(ChannelE2e, ALocalAddressTheTransportCannotUseFailsEveryCallNamingIt) {
   Start(2);
   ChannelOptions o;
   o.local_address = "127.0.0.2";
-  auto channel = MakeChannel(o);
+  auto channel = MakeChannel(LongEjections(o));
   RouteOnlyTransport route_only(*transport_);
   ch::WhereChannelClient client(route_only, channel);
   uint32_t id = 99, echo = 0;

@@ -834,8 +834,15 @@ class ChannelCallTest(unittest.TestCase):
                            "--in", "b=[2]")
         self.assertEqual(rc, EXIT_OK, err)
         self.assertIn("result = [4]", out)
-        self.assertIn("NAA 127.0.0.1:%d: 1 call(s), 1 error(s), ejected\n"
-                      % self.servers[0].port, out)
+        # Every call that met the stopped NAA failed there and went on. How
+        # many did (1, or more if a slow machine let its 200 ms ejection end
+        # and a call probe it again) and whether the ejection still lasts at
+        # the end depend on timing; channel_test checks ejection on a fake clock.
+        stopped = re.search(r"NAA 127\.0\.0\.1:%d: (\d+) call\(s\), (\d+) error\(s\)(, ejected)?\n"
+                            % self.servers[0].port, out)
+        self.assertIsNotNone(stopped, out)
+        self.assertGreaterEqual(int(stopped.group(1)), 1, out)
+        self.assertEqual(stopped.group(1), stopped.group(2), out)
         self.assertIn("NAA 127.0.0.1:%d: 3 call(s), 0 error(s)\n" % self.servers[1].port, out)
 
     def test_the_same_target_twice(self):

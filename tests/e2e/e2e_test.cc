@@ -40,6 +40,7 @@ using testing::kAppError;
 using testing::kAppErrorStatus;
 using testing::kEcho;
 using testing::kEchoUserBits;
+using testing::kHold;
 using testing::kIncrementBytes;
 using testing::kSleep;
 using testing::kThrows;
@@ -127,6 +128,7 @@ class E2eTest : public ::testing::TestWithParam<E2eParam> {
   }
 
   void TearDown() override {
+    kernels_.ReleaseHeld(1'000);  // kHold kernels a test left running
     if (server_) server_->Shutdown();
   }
 
@@ -440,14 +442,17 @@ TEST_P(E2eTest, ShutdownWaitsOnlyItsGraceForAKernelThatOverranItsLimit) {
 }
 
 TEST_P(E2eTest, ClientDeadlineFailsSessionButServerKeepsServing) {
-  auto s = MustOpen({{"ms", Direction::kIn, 4}, {"out", Direction::kOut, 4}});
+  auto s = MustOpen({{"x", Direction::kIn, 4}, {"out", Direction::kOut, 4}});
   ASSERT_NE(s, nullptr);
-  uint32_t ms = 500;
-  std::memcpy(s->buffer(0).data(), &ms, 4);
-  Status st = s->Call(kSleep, Deadline::After(std::chrono::milliseconds(50)));
+  const uint32_t x = 7;
+  std::memcpy(s->buffer(0).data(), &x, 4);
+  // The kernel returns only when released, after the call: only the
+  // deadline can end it.
+  Status st = s->Call(kHold, Deadline::After(std::chrono::milliseconds(50)));
+  kernels_.ReleaseHeld();
   EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
   EXPECT_EQ(s->state(), CommState::kError);
-  st = s->Call(kSleep, Deadline::After(std::chrono::seconds(1)));
+  st = s->Call(kHold, Deadline::After(std::chrono::seconds(1)));
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
   auto other = MustOpen(VectorAddLayout(8));
   ASSERT_NE(other, nullptr);
@@ -977,14 +982,14 @@ TEST_P(E2eTest, NaaProcessKilledMidCallFailsPromptly) {
 TEST_P(E2eTest, HostProcessKilledMidCallLeavesNaaServingOthers) {
   auto host = PeerProcess::Start("peer_process", {"host", "--transport=" + GetParam().transport,
                                   "--address=" + address(), "--port=" + std::to_string(server_->port()),
-                                  "--dialect=" + std::string(reference() ? "reference" : "spec"),
-                                  "--sleep-ms=500"});
+                                  "--dialect=" + std::string(reference() ? "reference" : "spec")});
   ASSERT_NE(host, nullptr);
   ASSERT_TRUE(host->Expect("calling"));
-  // Killed while the NAA runs its call.
+  // Killed while the NAA runs its call (kHold: until released, below).
   ASSERT_TRUE(kernels_.WaitForCalls(1, Deadline::After(std::chrono::seconds(30))));
   host->Kill(SIGKILL);
   EXPECT_EQ(host->Wait(), 128 + SIGKILL);
+  kernels_.ReleaseHeld();
   // Others are served meanwhile, and the dead host's connection goes away.
   auto healthy = MustOpen(VectorAddLayout(64));
   ASSERT_NE(healthy, nullptr);

@@ -72,7 +72,7 @@ constexpr uint8_t kBlock = 2;
 constexpr uint8_t kBlockLimited = 3;
 constexpr size_t kRegionBytes = 256;
 constexpr uint32_t kMetadataBytes = 2 * kMetadataEntrySize;  // two return regions
-constexpr auto kKernelLimit = 300ms;
+constexpr auto kKernelLimit = 3000ms;  // Shutdown must begin first (ShutdownWithARunawayKernelInFlight)
 
 // Upper bound of every wait for an event that must come: never reached when
 // things work, so it costs nothing; it only keeps a broken run from hanging.

@@ -5,9 +5,10 @@
 //       serves TestKernels on port 0, prints "port N", then "kernel C" as
 //       each kernel (function code C) starts; serves until stdin reaches EOF
 //       (the test closed it, or died).
-//   peer_process host --transport=T --address=A --port=P --dialect=D --sleep-ms=MS
-//       opens a session, prints "calling", calls kSleep(MS) and prints
-//       "result <status>" (the test usually kills it before that).
+//   peer_process host --transport=T --address=A --port=P --dialect=D
+//       opens a session, prints "calling", calls kHold (it returns when the
+//       NAA's test releases it) and prints "result <status>" (the test
+//       usually kills it before that).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,7 +50,7 @@ int ServeNaa(naarpc::Transport& transport, const std::string& address) {
 }
 
 int CallAsHost(naarpc::Transport& transport, const std::string& address, int port,
-               const std::string& dialect, uint32_t sleep_ms) {
+               const std::string& dialect) {
   naarpc::ClientOptions options;
   options.dialect = dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
   std::vector<naarpc::RegionSpec> regions = {{"ms", naarpc::Direction::kIn, 4},
@@ -59,11 +60,12 @@ int CallAsHost(naarpc::Transport& transport, const std::string& address, int por
     std::fprintf(stderr, "peer_process: %s\n", session.status().ToString().c_str());
     return 1;
   }
-  std::memcpy((*session)->buffer(0).data(), &sleep_ms, 4);
+  const uint32_t x = 7;
+  std::memcpy((*session)->buffer(0).data(), &x, 4);
   std::printf("calling\n");
   std::fflush(stdout);
   naarpc::Status s =
-      (*session)->Call(naarpc::testing::kSleep, naarpc::Deadline::After(std::chrono::seconds(60)));
+      (*session)->Call(naarpc::testing::kHold, naarpc::Deadline::After(std::chrono::seconds(60)));
   std::printf("result %s\n", s.ToString().c_str());
   return s.ok() ? 0 : 1;
 }
@@ -75,16 +77,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string transport_name = "emulated", address = "127.0.0.1", dialect = "spec";
   int port = 0;
-  uint32_t sleep_ms = 10'000;
   CLI::App* naa = app.add_subcommand("naa", "serve TestKernels until stdin closes");
-  CLI::App* host = app.add_subcommand("host", "call kSleep once");
+  CLI::App* host = app.add_subcommand("host", "call kHold once");
   for (CLI::App* sub : {naa, host}) {
     sub->add_option("--transport", transport_name)->check(CLI::IsMember({"emulated", "verbs"}));
     sub->add_option("--address", address);
   }
   host->add_option("--port", port)->required()->check(CLI::Range(1, 65535));
   host->add_option("--dialect", dialect)->check(CLI::IsMember({"spec", "reference"}));
-  host->add_option("--sleep-ms", sleep_ms);
   CLI11_PARSE(app, argc, argv);
 
   auto transport = naarpc::NewTransport(transport_name);
@@ -93,5 +93,5 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (naa->parsed()) return ServeNaa(**transport, address);
-  return CallAsHost(**transport, address, port, dialect, sleep_ms);
+  return CallAsHost(**transport, address, port, dialect);
 }

@@ -406,7 +406,10 @@ TEST_P(OnePeerCannotStarveAnother, ACallThatStopsInTheMiddleOfItsData) {
   ServerOptions options;
   options.max_total_bytes = 64 << 20;
   EmulatedOptions naa;
-  naa.stall_timeout = 200ms;
+  // Short enough to wait for once (A's stall); long enough that B's 32 MiB
+  // each way, watched by the same timeout, never trips it on a loaded
+  // machine (its bytes only pause while its threads wait for a CPU).
+  naa.stall_timeout = 5s;
   transport_ = NewEmulatedTransport(naa);  // the NAA's
   Start(options);
   FaultRule stall;

@@ -26,6 +26,7 @@ enum TestFunction : uint8_t {
   kIncrementBytes = 6, // data(inout u8[n]) += 1 (the reference library's kernel)
   kEchoUserBits = 7,   // in(in u32); out(out u32) = user_bits
   kEcho = 8,           // in(in bytes n) -> out(out bytes n), copies reply_length
+  kHold = 10,          // in(in u32) waits until ReleaseHeld(); out(out u32) = in
 };
 inline constexpr uint8_t kAppErrorStatus = 0x42;
 inline constexpr std::chrono::milliseconds kSleepKernelTimeout{150};
@@ -42,6 +43,14 @@ class TestKernels : public NaaHandler {
   bool WaitForCalls(uint64_t n, Deadline deadline) {
     std::unique_lock<std::mutex> lock(mu_);
     return cv_.wait_until(lock, deadline.when(), [&] { return calls.load() >= n; });
+  }
+  // Lets `n` kHold kernels return (ones that run now or later).
+  void ReleaseHeld(uint64_t n = 1) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_permits_ += n;
+    }
+    cv_.notify_all();
   }
   // Called as each kernel starts (e.g. to tell another process).
   std::function<void(uint8_t function_code)> on_call;
@@ -94,6 +103,18 @@ class TestKernels : public NaaHandler {
         std::memcpy(p[1].data.data(), &ms, 4);
         return kNaaStatusSuccess;
       }
+      case kHold: {
+        if (p.size() != 2 || p[0].data.size() < 4 || p[1].data.size() < 4) {
+          return kNaaStatusBadRegionLayout;
+        }
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait(lock, [&] { return held_permits_ > 0; });
+          --held_permits_;
+        }
+        std::memcpy(p[1].data.data(), p[0].data.data(), 4);
+        return kNaaStatusSuccess;
+      }
       case kIncrementBytes: {
         if (p.size() != 1 || !p[0].is_output) return kNaaStatusBadRegionLayout;
         for (auto& b : p[0].data) b = std::byte(uint8_t(b) + 1);
@@ -122,6 +143,7 @@ class TestKernels : public NaaHandler {
 
  private:
   bool sleep_timeout_;
+  uint64_t held_permits_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
 };
