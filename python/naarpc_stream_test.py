@@ -21,7 +21,7 @@ import pytest
 
 import naarpc
 # naa_port: the example NAA, one per module (naarpc_test's fixture).
-from naarpc_test import STREAM, VECTOR, naa_port  # noqa: F401
+from naarpc_test import STREAM, VECTOR, naa_port, vector_without_limit  # noqa: F401
 
 STUB_CLIENT = "python/stub_client"
 
@@ -406,9 +406,10 @@ def test_ctrl_c_interrupts_a_blocking_call(tmp_path):
 
     script = tmp_path / "child.py"
     script.write_text(CTRL_C_CHILD)
-    with naarpc.serve(VECTOR, {"Add": add, "Dot": dot}, port=0, address="127.0.0.1",
+    idl = vector_without_limit(tmp_path)  # Add is held: no 2 s limit may end it first
+    with naarpc.serve(idl, {"Add": add, "Dot": dot}, port=0, address="127.0.0.1",
                       transport="emulated", block=False) as server:
-        returncode, out = interrupt_child([str(script), VECTOR, f"127.0.0.1:{server.port}"],
+        returncode, out = interrupt_child([str(script), idl, f"127.0.0.1:{server.port}"],
                                           arrived, release)
     assert returncode == 0, out
     assert "interrupted during the call" in out and "completed" not in out, out

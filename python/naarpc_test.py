@@ -30,6 +30,18 @@ NAA_SERVER = "examples/naa_server"
 NAARPC = "tools/naarpc/naarpc"
 
 
+def vector_without_limit(directory):
+    """VECTOR with a kernel time limit of ten minutes instead of 2 s, for
+    tests whose kernels are held until the test ends them: on a loaded
+    machine the 2 s limit could answer before the test's next step."""
+    text = open(VECTOR).read()
+    assert "timeout_ms: 2000\n" in text
+    path = os.path.join(str(directory), "vector_without_limit.naa.yaml")
+    with open(path, "w") as f:
+        f.write(text.replace("timeout_ms: 2000\n", "timeout_ms: 600000\n"))
+    return path
+
+
 def start(argv, pattern):
     """Starts a server process; returns (process, port) once it prints its port."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -307,12 +319,13 @@ def test_unreachable_and_bad_target():
         naarpc.Client(VECTOR, "127.0.0.1:1", transport="rdma")
 
 
-def test_deadline_exceeded_and_killed_naa():
-    p, port = start([NAARPC, "serve", "--idl", VECTOR, "--transport", "emulated", "--port", "0",
+def test_deadline_exceeded_and_killed_naa(tmp_path):
+    idl = vector_without_limit(tmp_path)  # Dot's sleep must outlast the kill
+    p, port = start([NAARPC, "serve", "--idl", idl, "--transport", "emulated", "--port", "0",
                      "--address", "127.0.0.1", "--kernel", "Dot=sleep:60000"],
                     r"listening on 127\.0\.0\.1:(\d+)")
     try:
-        with naarpc.Client(VECTOR, f"127.0.0.1:{port}", transport="emulated") as c:
+        with naarpc.Client(idl, f"127.0.0.1:{port}", transport="emulated") as c:
             with pytest.raises(naarpc.DeadlineExceeded) as e:
                 c.VectorArith.Dot(a=[1], b=[1], deadline=0.3)
             assert isinstance(e.value, TimeoutError)
