@@ -54,9 +54,11 @@ class GateImpl final : public e2e::LatchService {
     y = x;
     return e2e::LatchError::kOk;
   }
-  void AwaitRunning(int n) {
+  // True once `n` kernels run; false after a minute (a hang guard: a test
+  // whose calls never reach the kernel fails instead of hanging).
+  [[nodiscard]] bool AwaitRunning(int n) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return running_ >= n; });
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return running_ >= n; });
   }
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -272,7 +274,7 @@ TEST_P(AsyncEngineTest, ManyCallsInFlightRunOnOneEngineThread) {
     calls.push_back(client->WaitAsync(1000 + i, &ys[i], naarpc::Deadline::After(kHangGuard)));
   }
   // Every session has a call held in its kernel; the other 248 are queued.
-  gate_.AwaitRunning(kSessions);
+  ASSERT_TRUE(gate_.AwaitRunning(kSessions));
   const auto during = ThreadsByName();
   EXPECT_EQ(before.count("naarpc-engine"), 0u);
   EXPECT_EQ(during.at("naarpc-engine"), 1);
@@ -316,7 +318,7 @@ TEST_P(AsyncEngineTest, AQueuedCallEndsAtItsDeadline) {
   auto client = MakeClient(1);
   uint32_t held_y = 0, queued_y = 0;
   auto held = client->WaitAsync(1, &held_y, naarpc::Deadline::After(kHangGuard));
-  gate_.AwaitRunning(1);
+  ASSERT_TRUE(gate_.AwaitRunning(1));
   // The only session is busy until the gate opens, which is after this.
   Status s = client->WaitAsync(2, &queued_y, naarpc::Deadline::After(100ms)).get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
@@ -350,7 +352,7 @@ TEST_P(AsyncEngineTest, APeerThatDisconnectsMidCallEndsTheCall) {
   auto client = MakeClient(2);
   uint32_t y = 0;
   auto call = client->WaitAsync(1, &y, naarpc::Deadline::After(kHangGuard));
-  gate_.AwaitRunning(1);
+  ASSERT_TRUE(gate_.AwaitRunning(1));
   registry_.DisconnectAll();
   Status s = call.get();
   EXPECT_TRUE(s.code() == StatusCode::kDisconnected || s.code() == StatusCode::kTransportError)
@@ -372,7 +374,7 @@ TEST_P(AsyncEngineTest, DestroyingTheClientCancelsItsCallsInFlight) {
                     naarpc::Deadline::After(kHangGuard));
   client->WaitAsync(2, &queued_y, [&](Status s) { queued_done.set_value(std::move(s)); },
                     naarpc::Deadline::After(kHangGuard));
-  gate_.AwaitRunning(1);
+  ASSERT_TRUE(gate_.AwaitRunning(1));
   client.reset();
   // Both callbacks ran before the client was gone.
   auto held = held_done.get_future();
@@ -480,7 +482,7 @@ TEST_P(AsyncEngineTest, OneThreadDrivesSeveralSessionsThroughNotifyFd) {
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(sessions[i]->call_in_flight());
   }
-  gate_.AwaitRunning(kSessions);
+  ASSERT_TRUE(gate_.AwaitRunning(kSessions));
   // Every kernel is held: ContinueCall returns at once, the calls in flight
   // (one that waited would return only at the deadline, with a status).
   for (auto& session : sessions) {
@@ -538,7 +540,7 @@ TEST_P(AsyncEngineTest, ASessionStaysRegisteredWithTheEngineAcrossItsCalls) {
   uint32_t y = 0;
   // Held in its kernel: the engine waits for its answer on the descriptor.
   auto held = client->WaitAsync(1, &y, naarpc::Deadline::After(kHangGuard));
-  gate_.AwaitRunning(1);
+  ASSERT_TRUE(gate_.AwaitRunning(1));
   // While the call is held the engine stops polling for the answer and
   // waits on the session's descriptor. (Opened at once, the answer could
   // come while it still polls: that call would never wait.) Nothing signals
@@ -574,7 +576,7 @@ TEST_P(AsyncEngineTest, ASessionReopenedAfterItsPeerLeftIsWatchedAfresh) {
   for (int round = 0; round < 5; ++round) {
     uint32_t y = 0;
     auto call = client->WaitAsync(round, &y, naarpc::Deadline::After(kHangGuard));
-    gate_.AwaitRunning(round + 1);  // the kernels of earlier rounds are still held
+    ASSERT_TRUE(gate_.AwaitRunning(round + 1));  // the kernels of earlier rounds are still held
     registry_.DisconnectAll();
     Status s = call.get();
     EXPECT_TRUE(s.code() == StatusCode::kDisconnected || s.code() == StatusCode::kTransportError)
@@ -703,15 +705,17 @@ TEST_P(AsyncEngineTest, EveryDeadlineOfManyEndsItsOwnCall) {
       ASSERT_TRUE(calls.back().ok()) << calls.back().status().ToString();
     }
   }
-  const std::vector<int> running_ms = {300, 100, 200};
-  const std::vector<int> queued_ms = {250, 150};
+  // Seconds, not milliseconds: a running call's request must reach its
+  // kernel before its deadline, also on a loaded machine.
+  const std::vector<int> running_ms = {3000, 1000, 2000};
+  const std::vector<int> queued_ms = {2500, 1500};
   std::vector<uint32_t> ys(running_ms.size() + queued_ms.size(), 0);
   std::vector<std::future<Status>> running, queued;
   for (size_t i = 0; i < running_ms.size(); ++i) {
     running.push_back(client->WaitAsync(uint32_t(i + 1), &ys[i],
                                         naarpc::Deadline::After(std::chrono::milliseconds(running_ms[i]))));
   }
-  gate_.AwaitRunning(int(kSessions));
+  ASSERT_TRUE(gate_.AwaitRunning(int(kSessions)));
   for (size_t i = 0; i < queued_ms.size(); ++i) {
     queued.push_back(client->WaitAsync(uint32_t(10 + i), &ys[running_ms.size() + i],
                                        naarpc::Deadline::After(std::chrono::milliseconds(queued_ms[i]))));
@@ -750,7 +754,7 @@ TEST_P(AsyncEngineTest, ACallSubmittedByACancelledCallbackIsCancelledToo) {
                        naarpc::Deadline::After(kHangGuard));
       },
       naarpc::Deadline::After(kHangGuard));
-  gate_.AwaitRunning(1);
+  ASSERT_TRUE(gate_.AwaitRunning(1));
   client.reset();
   auto f1 = first.get_future();
   auto f2 = second.get_future();
