@@ -83,10 +83,12 @@ class LatchImpl final : public e2e::LatchService {
     return e2e::LatchError::kOk;
   }
   void AwaitStarted() { started_.get_future().wait(); }
-  void Release() { released_.set_value(); }
+  void Release() {
+    std::call_once(released_once_, [&] { released_.set_value(); });
+  }
 
  private:
-  std::once_flag started_once_;
+  std::once_flag started_once_, released_once_;
   std::promise<void> started_, released_;
   std::shared_future<void> release_ = released_.get_future().share();
 };
@@ -125,6 +127,9 @@ class ServicesTest : public ::testing::TestWithParam<ServicesParam> {
     options_.session.dialect = GetParam().dialect;
   }
   void TearDown() override {
+    // Kernels a failed test left held must not outlive their handlers.
+    sleepy_.Release(1'000);
+    latch_.Release();
     if (server_) server_->Shutdown();
   }
   template <typename Client>
