@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "naarpc/naa_server.h"
+#include "tests/testing/release_gate.h"
 
 namespace naarpc::testing {
 
@@ -45,13 +46,7 @@ class TestKernels : public NaaHandler {
     return cv_.wait_until(lock, deadline.when(), [&] { return calls.load() >= n; });
   }
   // Lets `n` kHold kernels return (ones that run now or later).
-  void ReleaseHeld(uint64_t n = 1) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      held_permits_ += n;
-    }
-    cv_.notify_all();
-  }
+  void ReleaseHeld(uint64_t n = 1) { held_.Release(n); }
   // Called as each kernel starts (e.g. to tell another process).
   std::function<void(uint8_t function_code)> on_call;
 
@@ -107,11 +102,7 @@ class TestKernels : public NaaHandler {
         if (p.size() != 2 || p[0].data.size() < 4 || p[1].data.size() < 4) {
           return kNaaStatusBadRegionLayout;
         }
-        {
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait(lock, [&] { return held_permits_ > 0; });
-          --held_permits_;
-        }
+        held_.Wait();
         std::memcpy(p[1].data.data(), p[0].data.data(), 4);
         return kNaaStatusSuccess;
       }
@@ -143,7 +134,7 @@ class TestKernels : public NaaHandler {
 
  private:
   bool sleep_timeout_;
-  uint64_t held_permits_ = 0;
+  ReleaseGate held_;
   std::mutex mu_;
   std::condition_variable cv_;
 };

@@ -4,9 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <climits>
+#include <cstdint>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -25,6 +24,7 @@
 #include "services/matrix/matrix_service.h"
 #include "services/vector/vector_service.h"
 #include "tests/services/testing.naa.h"
+#include "tests/testing/release_gate.h"
 
 namespace {
 
@@ -38,16 +38,13 @@ namespace inc = naarpc::services::increment;
 namespace e2e = naarpc::testing::e2e;
 
 // Sleep(ms) sleeps ms milliseconds; Sleep(kHeld) instead waits until the
-// test releases it, so a call that must end by a time limit can end no other
-// way, however the machine schedules the test's threads.
+// test releases it (naarpc::testing::ReleaseGate).
 class SleepyImpl final : public e2e::SleepyService {
  public:
   static constexpr uint32_t kHeld = UINT32_MAX;
   e2e::SleepyError Sleep(const naarpc::NaaCall&, uint32_t ms, uint32_t& slept) override {
     if (ms == kHeld) {
-      std::unique_lock lock(mu_);
-      released_.wait(lock, [&] { return permits_ > 0; });
-      --permits_;
+      held_.Wait();
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
@@ -58,18 +55,10 @@ class SleepyImpl final : public e2e::SleepyService {
     return Sleep(call, ms, slept);
   }
   // Lets `n` held kernels return.
-  void Release(int n = 1) {
-    {
-      std::lock_guard lock(mu_);
-      permits_ += n;
-    }
-    released_.notify_all();
-  }
+  void Release(uint64_t n = 1) { held_.Release(n); }
 
  private:
-  std::mutex mu_;
-  std::condition_variable released_;
-  int permits_ = 0;
+  naarpc::testing::ReleaseGate held_;
 };
 
 // Wait: signals that it runs (the first time), then waits until released
