@@ -1,7 +1,10 @@
 // setup_bench: what a new session costs before its first result, for R
 // regions of S bytes each: Open (connect + the host's registrations + the
 // MRSP, in which the NAA allocates and registers its memory) and the first
-// call (every region's bytes written, a 64-byte result back). Alongside, in
+// call (every region's bytes written, a 64-byte result back). Open is also
+// given in its two phases, as the session measured them (SetupTimes): the
+// connect, and the registrations + MRSP (what the NAAICE library's
+// naaice_register_mrs + naaice_do_mrsp cover). Alongside, in
 // the same run and placement, the transport's own connection set-up (Connect
 // and Accept, no memory), the floor any protocol on it pays. The NAA runs in
 // a child process; each row is the median of --repeat fresh sessions.
@@ -142,8 +145,10 @@ int main(int argc, char** argv) {
   std::printf("== set-up, transport %s: median of %d fresh sessions per row ==\n",
               (*transport)->name().data(), repeat);
   std::printf("transport connect alone (no memory, no MRSP): %.2f ms\n", raw_ms);
-  std::printf("regions x size    | open ms | first call ms | to first result ms | open / connect\n");
-  std::printf("------------------+---------+---------------+--------------------+---------------\n");
+  std::printf("regions x size    | open ms | connect ms | reg + MRSP ms | first call ms | "
+              "to first result ms | open / connect\n");
+  std::printf("------------------+---------+------------+---------------+---------------+"
+              "--------------------+---------------\n");
   int rc = 0;
   for (size_t count : region_counts) {
     for (size_t size : sizes) {
@@ -153,7 +158,7 @@ int main(int argc, char** argv) {
         specs.push_back({"in" + std::to_string(r), naarpc::Direction::kIn, size});
       }
       specs.push_back({"result", naarpc::Direction::kOut, kResultBytes});
-      std::vector<double> open, first;
+      std::vector<double> open, first, connect, mrsp;
       for (int i = 0; i < repeat && rc == 0; ++i) {
         const auto t0 = Clock::now();
         auto session = naarpc::ClientSession::Open(**transport, address, ports[0], specs, {},
@@ -174,14 +179,17 @@ int main(int argc, char** argv) {
         }
         open.push_back(Ms(t1 - t0));
         first.push_back(Ms(t2 - t1));
+        connect.push_back(Ms((*session)->setup_times().connect));
+        mrsp.push_back(Ms((*session)->setup_times().register_and_mrsp));
         (*session)->Close().IgnoreError();
       }
       if (rc != 0) break;
       std::vector<double> total(open.size());
       for (size_t i = 0; i < open.size(); ++i) total[i] = open[i] + first[i];
       const std::string row = std::to_string(count) + " x " + Human(size);
-      std::printf("%-17s | %7.2f | %13.2f | %18.2f | %9.1fx\n", row.c_str(), Median(open),
-                  Median(first), Median(total), Median(open) / raw_ms);
+      std::printf("%-17s | %7.2f | %10.2f | %13.2f | %13.2f | %18.2f | %9.1fx\n", row.c_str(),
+                  Median(open), Median(connect), Median(mrsp), Median(first), Median(total),
+                  Median(open) / raw_ms);
     }
   }
   naa->Stop();

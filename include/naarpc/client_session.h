@@ -72,6 +72,17 @@ struct ClientOptions {
   uint64_t zero_copy_min_run_bytes = kDefaultZeroCopyMinRunBytes;
 };
 
+// Where ClientSession::Open() spent its time, on the steady clock.
+struct SetupTimes {
+  // Transport::Connect: address and route resolution, the queue pair, the
+  // connection handshake.
+  std::chrono::nanoseconds connect{0};
+  // From connected to the MRSP answered: the host's registrations, the MRSP
+  // request, the NAA allocating and registering its memory, its answer
+  // (what the NAAICE library's naaice_register_mrs + naaice_do_mrsp cover).
+  std::chrono::nanoseconds register_and_mrsp{0};
+};
+
 struct CallOptions {
   // Bytes of each parameter (index into the RegionSpec list) to send; empty =
   // whole parameter. Entries for non-input parameters are ignored.
@@ -161,6 +172,7 @@ class ClientSession {
   bool call_in_flight() const;
 
   CommState state() const;
+  const SetupTimes& setup_times() const;
   // Between calls: whether the NAA has closed the connection meanwhile (it
   // may reclaim an idle session for another peer, docs/server.md); the
   // session is then in ERROR. Never blocks. REQUIRES: no call in flight.

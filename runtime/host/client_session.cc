@@ -1,5 +1,7 @@
 #include "runtime/host/client_session_impl.h"
 
+#include <chrono>
+
 namespace naarpc {
 
 using internal::IsReturn;
@@ -43,6 +45,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   const std::string where = "NAA at " + HostPort(host, port);
   ConnectOptions connect;
   connect.retry_refused = options.retry_refused_connect;
+  const auto connect_start = std::chrono::steady_clock::now();
   auto conn = transport.Connect(
       host, port, Deadline::Earlier(deadline, Deadline::After(options.connect_timeout)), connect);
   if (!conn.ok()) {
@@ -54,6 +57,8 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
     return conn.status().WithContext("connecting to " + where);
   }
   impl->conn = std::move(conn).value();
+  const auto connected = std::chrono::steady_clock::now();
+  impl->setup_times.connect = connected - connect_start;
   NAARPC_RETURN_IF_ERROR(impl->sm.Transition(CommState::kConnected));
   Status s;
   if (impl->windows.enabled && !impl->conn->supports_memory_windows()) {
@@ -62,6 +67,7 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   }
   if (s.ok()) s = impl->Register();
   if (s.ok()) s = impl->RunMrsp(deadline);
+  impl->setup_times.register_and_mrsp = std::chrono::steady_clock::now() - connected;
   if (s.ok()) {
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;
@@ -129,6 +135,8 @@ int ClientSession::notify_fd() const { return impl_->conn ? impl_->conn->notify_
 bool ClientSession::call_in_flight() const { return impl_->call.active; }
 
 CommState ClientSession::state() const { return impl_->sm.state(); }
+
+const SetupTimes& ClientSession::setup_times() const { return impl_->setup_times; }
 
 bool ClientSession::PeerGone() {
   if (impl_->sm.state() == CommState::kError || !impl_->conn) return true;

@@ -101,6 +101,7 @@ class ClientSession::Impl {
   // side does alike, runtime/engine/endpoint.h).
   StateMachine sm{Role::kHost};
   ClientOptions options;
+  SetupTimes setup_times;
   std::unique_ptr<Connection> conn;
   internal::Endpoint ep;
 

@@ -209,6 +209,20 @@ TEST_P(E2eTest, VectorAddManyCallsReuseOneConnection) {
   EXPECT_EQ(s->state(), CommState::kDisconnected);
 }
 
+// Open() reports its two phases: both ran (a connection, then an MRSP that
+// the NAA answered), and together they lie within Open()'s own span.
+TEST_P(E2eTest, OpenReportsItsConnectAndMrspPhases) {
+  const auto before = std::chrono::steady_clock::now();
+  auto s = MustOpen(VectorAddLayout(1024));
+  const auto open_span = std::chrono::steady_clock::now() - before;
+  ASSERT_NE(s, nullptr);
+  const SetupTimes& t = s->setup_times();
+  EXPECT_GT(t.connect.count(), 0);
+  EXPECT_GT(t.register_and_mrsp.count(), 0);
+  EXPECT_LE(t.connect + t.register_and_mrsp, open_span);
+  EXPECT_EQ(server_->connections_accepted(), 1u);
+}
+
 TEST_P(E2eTest, InternalRegionPersistsAcrossCalls) {
   const size_t n = 256;
   auto s = MustOpen({{"x", Direction::kIn, n * 4},
