@@ -121,7 +121,7 @@ struct ServerOptions {
   // connection ends. 0 = half the physical memory.
   uint64_t max_total_bytes = 0;
   // Connections served at once (no thread each: see engine_threads; each
-  // costs descriptors and its MRSP buffers, docs/server.md). When all are
+  // costs descriptors and its MRSP buffer, docs/server.md). When all are
   // taken, a new
   // connection takes the least recently used idle session (between calls)
   // of the peer holding the most connections, if that peer holds more than

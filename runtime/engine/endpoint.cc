@@ -6,28 +6,31 @@ namespace naarpc::internal {
 
 Status Endpoint::SetUp(Connection& conn) {
   conn_ = &conn;
-  NAARPC_ASSIGN_OR_RETURN(send_buf_, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(recv_buf_, Buffer::Allocate(kMaxMrspMessageSize));
-  NAARPC_ASSIGN_OR_RETURN(send_mr_, conn.RegisterMemory(send_buf_.data(), send_buf_.size(), 0));
-  NAARPC_ASSIGN_OR_RETURN(recv_mr_, conn.RegisterMemory(recv_buf_.data(), recv_buf_.size(),
+  // One buffer and one registration for both messages: a registration is a
+  // system call (and a pinning) per side and session, and an MR a NIC
+  // resource counted per device (ibv_device_attr::max_mr).
+  NAARPC_ASSIGN_OR_RETURN(mrsp_buf_, Buffer::Allocate(2 * kMrspHalf));
+  NAARPC_ASSIGN_OR_RETURN(mrsp_mr_, conn.RegisterMemory(mrsp_buf_.data(), mrsp_buf_.size(),
                                                         kAccessLocalWrite));
-  data_recv_buffer_ = WholeRegion(*recv_mr_);
+  data_recv_buffer_ = RecvHalf();
   return Status::Ok();
 }
 
-Status Endpoint::PostMrspReceive() { return PostReceive(*conn_, MrspRecvId(), *recv_mr_); }
+Status Endpoint::PostMrspReceive() {
+  return conn_->PostRecv(MrspRecvId(), RecvHalf());
+}
 
 Status Endpoint::SendMrsp(const MrspMessage& msg, uint64_t n) {
   auto encoded = EncodeMrsp(
-      msg, std::span<uint8_t>(reinterpret_cast<uint8_t*>(send_buf_.data()), send_buf_.size()));
+      msg, std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_buf_.data()), kMaxMrspMessageSize));
   if (!encoded.ok()) return encoded.status().WithContext("encoding an MRSP message");
-  return PostMessage(*conn_, MrspSendId(n), *send_mr_, *encoded);
+  return PostMessage(*conn_, MrspSendId(n), SendHalf(*encoded));
 }
 
 Result<MrspMessage> Endpoint::ReceivedMrsp(uint32_t byte_len) const {
-  const size_t len = std::min<size_t>(byte_len, recv_buf_.size());
-  return DecodeMrsp(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(recv_buf_.data()), len));
+  const size_t len = std::min<size_t>(byte_len, kMaxMrspMessageSize);
+  return DecodeMrsp(std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t*>(mrsp_buf_.data()) + kMrspHalf, len));
 }
 
 Status Endpoint::PostDataRecv() {
@@ -58,9 +61,15 @@ Result<Endpoint::Posted> Endpoint::PostSequence(std::span<SendRequest> requests,
   return posted;
 }
 
-void Endpoint::ReleaseRegistrations() {
-  send_mr_.reset();
-  recv_mr_.reset();
+LocalBuffer Endpoint::SendHalf(size_t length) const {
+  return {mrsp_mr_->remote_addr(), static_cast<uint32_t>(length), mrsp_mr_->lkey()};
 }
+
+LocalBuffer Endpoint::RecvHalf() const {
+  return {mrsp_mr_->remote_addr() + kMrspHalf, static_cast<uint32_t>(kMaxMrspMessageSize),
+          mrsp_mr_->lkey()};
+}
+
+void Endpoint::ReleaseRegistrations() { mrsp_mr_.reset(); }
 
 }  // namespace naarpc::internal

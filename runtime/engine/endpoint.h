@@ -1,5 +1,5 @@
 // Endpoint: what host and NAA do alike on a connection (docs/protocol.md 6,
-// 7): the MRSP message buffers and both halves of the exchange (post the
+// 7): the MRSP message buffer and both halves of the exchange (post the
 // receive for the peer's message, send ours, decode what came), the
 // receives kept up for the peer's WRITE_WITH_IMM (results, calls, stream
 // frames), and the send-queue budget of write sequences. ClientSession
@@ -44,7 +44,7 @@ class Endpoint {
   Result<MrspMessage> ReceivedMrsp(uint32_t byte_len) const;
 
   // Receives for the peer's WRITE_WITH_IMM; they share the MRSP receive
-  // buffer (a WRITE_WITH_IMM delivers only its immediate into a receive).
+  // half (a WRITE_WITH_IMM delivers only its immediate into a receive).
   Status PostDataRecv();
   // One such receive was consumed (its completion was polled).
   void DataRecvConsumed() { --posted_data_recvs_; }
@@ -70,13 +70,19 @@ class Endpoint {
   // A successful completion of one of our own sends.
   void OnSendCompleted(uint64_t wr_id) { send_budget_.OnSendCompleted(wr_id); }
 
-  // Ends the peer's access to the MRSP buffers (a failed connection).
+  // Ends the peer's access to the MRSP buffer (a failed connection).
   void ReleaseRegistrations();
 
  private:
+  // The MRSP buffer: our message in the first half, the peer's in the
+  // second (its own cache lines), one registration for both.
+  static constexpr size_t kMrspHalf = (kMaxMrspMessageSize + 63) / 64 * 64;
+  LocalBuffer SendHalf(size_t length) const;
+  LocalBuffer RecvHalf() const;
+
   Connection* conn_ = nullptr;
-  Buffer send_buf_, recv_buf_;
-  std::unique_ptr<MemoryRegion> send_mr_, recv_mr_;
+  Buffer mrsp_buf_;
+  std::unique_ptr<MemoryRegion> mrsp_mr_;
   LocalBuffer data_recv_buffer_;
   uint64_t recv_seq_ = 0;
   int posted_data_recvs_ = 0;

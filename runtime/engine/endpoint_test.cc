@@ -81,6 +81,65 @@ TEST_F(EndpointTest, AnMrspMessageSentByOneSideIsWhatTheOtherDecodes) {
   EXPECT_EQ(NextWhile(*host_conn_, *naa_conn_).wr_id, Endpoint::MrspSendId());  // signaled
 }
 
+// Our message and the peer's share one registered buffer: messages of the
+// largest size crossing in both directions at once arrive intact.
+TEST_F(EndpointTest, LargestMessagesCrossingEachOtherArriveIntact) {
+  ASSERT_TRUE(host_.PostMrspReceive().ok());
+  ASSERT_TRUE(naa_.PostMrspReceive().ok());
+  auto full = [](uint32_t seed) {
+    AdvertisementRequestMessage req;
+    for (size_t i = 0; i < kMaxRegionsPerMessage; ++i) {
+      RegionRequest r;
+      r.flags = kRegionFlagInput;
+      r.addr = (uint64_t{seed} << 32) | i;
+      r.rkey = seed + static_cast<uint32_t>(i);
+      r.size = static_cast<uint32_t>(64 + i);
+      r.requested_naa_address = uint64_t{seed} * 4096 + i;
+      req.regions.push_back(r);
+    }
+    return req;
+  };
+  const AdvertisementRequestMessage from_host = full(1), from_naa = full(2);
+  ASSERT_EQ(EncodedSize(from_host), kMaxMrspMessageSize);
+  ASSERT_TRUE(host_.SendMrsp(MrspMessage(from_host)).ok());
+  ASSERT_TRUE(naa_.SendMrsp(MrspMessage(from_naa)).ok());
+  // Each side's two completions (its send, the peer's message), in any
+  // order; the sides are polled in turn, as an emulated peer acknowledges
+  // only while it is polled.
+  struct Side {
+    Connection* conn;
+    bool sent = false;
+    uint32_t received = 0;
+  } sides[2] = {{host_conn_.get()}, {naa_conn_.get()}};
+  const Deadline give_up = Deadline::After(20s);
+  while (!(sides[0].sent && sides[0].received && sides[1].sent && sides[1].received)) {
+    ASSERT_FALSE(give_up.expired()) << "the messages did not both arrive";
+    for (Side& side : sides) {
+      Completion c;
+      auto n = side.conn->PollCompletions(std::span<Completion>(&c, 1), Deadline::After(1ms));
+      ASSERT_TRUE(n.ok()) << n.status().ToString();
+      if (*n == 0) continue;
+      ASSERT_EQ(c.status, CompletionStatus::kSuccess);
+      if (c.wr_id == Endpoint::MrspSendId()) {
+        side.sent = true;
+      } else {
+        ASSERT_EQ(c.wr_id, Endpoint::MrspRecvId());
+        side.received = c.byte_len;
+      }
+    }
+  }
+  EXPECT_EQ(sides[0].received, kMaxMrspMessageSize);
+  EXPECT_EQ(sides[1].received, kMaxMrspMessageSize);
+  auto at_naa = naa_.ReceivedMrsp(static_cast<uint32_t>(kMaxMrspMessageSize));
+  auto at_host = host_.ReceivedMrsp(static_cast<uint32_t>(kMaxMrspMessageSize));
+  ASSERT_TRUE(at_naa.ok() && at_host.ok());
+  const auto* naa_got = std::get_if<AdvertisementRequestMessage>(&*at_naa);
+  const auto* host_got = std::get_if<AdvertisementRequestMessage>(&*at_host);
+  ASSERT_TRUE(naa_got != nullptr && host_got != nullptr);
+  EXPECT_EQ(naa_got->regions, from_host.regions);
+  EXPECT_EQ(host_got->regions, from_naa.regions);
+}
+
 TEST_F(EndpointTest, DataReceivesAreCountedAndAWriteSequenceConsumesOne) {
   ASSERT_TRUE(naa_.PostDataRecv().ok());
   ASSERT_TRUE(naa_.PostDataRecv().ok());

@@ -22,17 +22,13 @@ void BuildWriteSequence(std::span<const WriteSlice> slices, std::vector<SendRequ
   }
 }
 
-Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length) {
+Status PostMessage(Connection& conn, uint64_t wr_id, const LocalBuffer& message) {
   SendRequest send;
   send.wr_id = wr_id;
   send.opcode = WorkOpcode::kSend;
-  send.local = {mr.remote_addr(), static_cast<uint32_t>(length), mr.lkey()};
+  send.local = message;
   send.solicited = true;  // every MRSP SEND (docs/protocol.md 7.3)
   return conn.PostSend(std::span<const SendRequest>(&send, 1));
-}
-
-Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr) {
-  return conn.PostRecv(wr_id, WholeRegion(mr));
 }
 
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn) {

@@ -69,18 +69,13 @@ inline void SetSequenceEnd(std::span<SendRequest> requests, uint32_t imm, uint64
   last.signaled = signaled;
 }
 
-// Posts one signaled, solicited SEND of the first `length` bytes of `mr` (an
-// MRSP message).
-Status PostMessage(Connection& conn, uint64_t wr_id, const MemoryRegion& mr, size_t length);
+// Posts one signaled, solicited SEND of `message` (an MRSP message).
+Status PostMessage(Connection& conn, uint64_t wr_id, const LocalBuffer& message);
 
 // The whole of `mr` as a local buffer.
 inline LocalBuffer WholeRegion(const MemoryRegion& mr) {
   return {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()};
 }
-
-// Posts one receive into the whole of `mr` (MRSP messages; for a
-// WRITE_WITH_IMM only its immediate is delivered, the buffer stays unused).
-Status PostReceive(Connection& conn, uint64_t wr_id, const MemoryRegion& mr);
 
 // A failed completion as a Status naming what failed.
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);

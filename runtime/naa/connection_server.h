@@ -170,7 +170,7 @@ class ConnectionServer final : public Driven,
   }
   // Called once, when the connection has ended (Ended()).
   void SetOnEnd(std::function<void()> on_end) { place_.on_end = std::move(on_end); }
-  // Before the engine drives it: the MRSP buffers, the receive for the
+  // Before the engine drives it: the MRSP buffer, the receive for the
   // host's request.
   Status Begin();
   // Ends a connection that Begin() or the engine refused.
