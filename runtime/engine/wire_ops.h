@@ -72,11 +72,6 @@ inline void SetSequenceEnd(std::span<SendRequest> requests, uint32_t imm, uint64
 // Posts one signaled, solicited SEND of `message` (an MRSP message).
 Status PostMessage(Connection& conn, uint64_t wr_id, const LocalBuffer& message);
 
-// The whole of `mr` as a local buffer.
-inline LocalBuffer WholeRegion(const MemoryRegion& mr) {
-  return {mr.remote_addr(), static_cast<uint32_t>(mr.length()), mr.lkey()};
-}
-
 // A failed completion as a Status naming what failed.
 Status CompletionFailure(const Completion& c, std::string_view what, const Connection& conn);
 

@@ -67,8 +67,8 @@ Result<std::unique_ptr<ClientSession>> ClientSession::Open(
   }
   if (s.ok()) s = impl->Register();
   if (s.ok()) s = impl->RunMrsp(deadline);
-  impl->setup_times.register_and_mrsp = std::chrono::steady_clock::now() - connected;
   if (s.ok()) {
+    impl->setup_times.register_and_mrsp = std::chrono::steady_clock::now() - connected;
     // A call posts at most one write per host-side wire region.
     uint32_t max_requests = 0;
     for (const auto& w : impl->regions.wire) max_requests += !w.internal;
