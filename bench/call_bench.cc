@@ -10,7 +10,7 @@
 //   bazel run //bench:call_bench -- [--placement=both|same|split]
 //       [--transport=emulated|verbs] [--address=127.0.0.1] [--min-time=0.3]
 //       [--iterations=N] [--blocks=N] [--poll-spin-us=US] [--predictive-wake=0|1] [--dialect=spec|reference]
-//       [--naa-stats=on|off] [--machine]
+//       [--naa-stats=on|off] [--raw-wait-ms=MS] [--machine]
 //
 // --machine adds one "result ..." line per payload size (key=value pairs) for
 // scripts such as bench/guest/verbs_bench.sh.
@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
                  "whose two timestamps per call are system calls where the clocksource is not "
                  "the TSC")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--raw-wait-ms", o.raw_wait_ms,
+                 "tcp baseline: both ends wait in recv() with SO_RCVTIMEO of this many ms, as "
+                 "naarpc bounds its waits by a deadline (0 = untimed, a plain ping-pong)")
+      ->check(CLI::Range(0, 3600000));
   app.add_flag("--machine", o.machine, "also print one 'result key=value...' line per size");
   int stats_ab = 0;
   app.add_option("--stats-ab", stats_ab,

@@ -48,11 +48,11 @@ class NoopInterceptor final : public Interceptor {
 }
 
 // Child: echo server on `listen_fd`.
-[[noreturn]] void RawEchoServer(int listen_fd) {
+[[noreturn]] void RawEchoServer(int listen_fd, int wait_ms) {
   for (;;) {
     int fd = accept(listen_fd, nullptr, nullptr);
     if (fd < 0) _exit(1);
-    TuneSocket(fd);
+    TuneSocket(fd, wait_ms);
     uint64_t size = 0;
     std::vector<char> buf;
     while (ReadAll(fd, reinterpret_cast<char*>(&size), 8)) {
@@ -124,7 +124,7 @@ std::optional<NaaChild> StartPingPong(const Options& o, int cpu) {
   });
 }
 
-std::optional<NaaChild> StartTcpEcho(int cpu) {
+std::optional<NaaChild> StartTcpEcho(int cpu, int wait_ms) {
   return NaaChild::Start(1, [&](const NaaChild::ReportPorts& report) {
     Pin(cpu);
     const int lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -140,7 +140,7 @@ std::optional<NaaChild> StartTcpEcho(int cpu) {
     socklen_t sl = sizeof sa;
     getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &sl);
     report({ntohs(sa.sin_port)});
-    RawEchoServer(lfd);
+    RawEchoServer(lfd, wait_ms);
   });
 }
 
@@ -164,9 +164,13 @@ bool ReadAll(int fd, char* p, size_t n) {
   return true;
 }
 
-void TuneSocket(int fd) {
+void TuneSocket(int fd, int wait_ms) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (wait_ms > 0) {
+    timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
 }
 
 }  // namespace naarpc::bench::call_bench

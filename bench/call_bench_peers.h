@@ -36,12 +36,15 @@ std::optional<NaaChild> StartNaas(const Options& o, int cpu,
 std::optional<NaaChild> StartPingPong(const Options& o, int cpu);
 // A TCP echo server on loopback (one port). Protocol: an 8-byte size, then
 // ping-pongs of that size.
-std::optional<NaaChild> StartTcpEcho(int cpu);
+// Its sockets wait with TuneSocket's `wait_ms`.
+std::optional<NaaChild> StartTcpEcho(int cpu, int wait_ms);
 
 // The TCP client's side: whole buffers, TCP_NODELAY.
 bool WriteAll(int fd, const char* p, size_t n);
 bool ReadAll(int fd, char* p, size_t n);
-void TuneSocket(int fd);
+// TCP_NODELAY; with `wait_ms` > 0, receives wait at most that long
+// (SO_RCVTIMEO; a timeout ends the ping-pong, reported as a failure).
+void TuneSocket(int fd, int wait_ms);
 
 }  // namespace naarpc::bench::call_bench
 

@@ -101,7 +101,13 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
   const std::string raw_name = tcp_baseline ? "tcp" : o.transport == "verbs" ? "verbs" : "emu";
   std::printf("baseline: %s\n",
               no_baseline    ? "none (--baseline=none)"
-              : tcp_baseline ? "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY)"
+              : tcp_baseline
+                  ? (std::string("raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY") +
+                     (o.raw_wait_ms > 0 ? ", receives timed: SO_RCVTIMEO " +
+                                              std::to_string(o.raw_wait_ms) + " ms"
+                                        : "") +
+                     ")")
+                        .c_str()
                              : ("raw " + o.transport +
                                 " transport: one WRITE_WITH_IMM each way, no naarpc engine")
                                    .c_str());
@@ -145,11 +151,11 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
       std::printf("result placement=%s transport=%s bytes=%zu iterations=%zu "
                   "naarpc_median_us=%.3f naarpc_min_us=%.3f naarpc_mean_us=%.3f "
                   "raw_median_us=%.3f naarpc_p10_p90_p99_us=%.1f/%.1f/%.1f "
-                  "raw_p10_p90_p99_us=%.1f/%.1f/%.1f raw_mean_us=%.3f\n",
+                  "raw_p10_p90_p99_us=%.1f/%.1f/%.1f raw_mean_us=%.3f raw_wait_ms=%d\n",
                   placement, o.transport.c_str(), r.bytes, r.naarpc.iterations,
                   r.naarpc.median_us, r.naarpc.min_us, r.naarpc.mean_us, r.raw.median_us,
                   r.naarpc.p10_us, r.naarpc.p90_us, r.naarpc.p99_us, r.raw.p10_us, r.raw.p90_us,
-                  r.raw.p99_us, r.raw.mean_us);
+                  r.raw.p99_us, r.raw.mean_us, o.raw_wait_ms);
       if (!r.pair_ratios.empty()) {
         std::printf("blocks placement=%s bytes=%zu pairs=%zu pair_ratio_median=%.4f "
                     "fast_pairs=%zu fast_pair_ratio_median=%.4f "
@@ -178,8 +184,9 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
 }
 
 // A TCP connection to the echo server on loopback port `port`, set up for
-// `bytes`-byte round trips; -1 (reported) if it cannot connect.
-int ConnectTcp(uint16_t port, size_t bytes) {
+// `bytes`-byte round trips, receives waiting as TuneSocket's `wait_ms`;
+// -1 (reported) if it cannot connect.
+int ConnectTcp(uint16_t port, size_t bytes, int wait_ms) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -190,7 +197,7 @@ int ConnectTcp(uint16_t port, size_t bytes) {
     close(fd);
     return -1;
   }
-  TuneSocket(fd);
+  TuneSocket(fd, wait_ms);
   uint64_t size = bytes;
   WriteAll(fd, reinterpret_cast<char*>(&size), 8);
   return fd;
@@ -199,7 +206,7 @@ int ConnectTcp(uint16_t port, size_t bytes) {
 // The TCP baseline: `bytes`-byte round trips with the echo server on
 // loopback port `port`; nullopt (reported) if it cannot connect.
 std::optional<Stats> MeasureTcp(const Options& o, uint16_t port, size_t bytes) {
-  const int fd = ConnectTcp(port, bytes);
+  const int fd = ConnectTcp(port, bytes, o.raw_wait_ms);
   if (fd < 0) return std::nullopt;
   std::vector<char> buf(bytes, 0x5a);
   Stats stats = Measure(o, bytes, [&] {
@@ -226,7 +233,7 @@ int RunPlacement(const Options& o, const std::string& label, int client_cpu, int
   // The peers first: they fork, and no transport may exist yet.
   std::optional<NaaChild> raw;
   if (tcp_baseline) {
-    raw = StartTcpEcho(server_cpu);
+    raw = StartTcpEcho(server_cpu, o.raw_wait_ms);
     if (!raw) return 1;  // the child said why
   } else if (!no_baseline) {
     raw = StartPingPong(o, server_cpu);
@@ -284,7 +291,7 @@ int RunPlacement(const Options& o, const std::string& label, int client_cpu, int
       // Both connections open throughout, the blocks interleaved.
       bool measured = false;
       if (tcp_baseline) {
-        const int fd = ConnectTcp(raw->port(), bytes);
+        const int fd = ConnectTcp(raw->port(), bytes, o.raw_wait_ms);
         if (fd >= 0) {
           std::vector<char> buf(bytes, 0x5a);
           measured = MeasureBlocks(o, bytes, call, [&] {

@@ -18,3 +18,9 @@ out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 --block
 echo "$out"
 grep -q "transport emulated, NAA statistics off ==" <<<"$out"
 grep -qE "^blocks placement=same bytes=64 pairs=2 .*pair_ratios=[0-9.]+,[0-9.]+ " <<<"$out"
+# The TCP baseline with timed receives (SO_RCVTIMEO), as naarpc's waits.
+out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 --min-time 0.01 \
+  --raw-wait-ms 1000 --machine)
+echo "$out"
+grep -q "receives timed: SO_RCVTIMEO 1000 ms" <<<"$out"
+grep -qE "^result placement=same transport=emulated bytes=64 .* raw_wait_ms=1000$" <<<"$out"
