@@ -47,9 +47,10 @@ struct Options {
   // as NaaServer's default), to size their part of a call.
   bool naa_stats = true;
   // --raw-wait-ms: both ends of the TCP ping-pong wait in recv() with
-  // SO_RCVTIMEO set to this many ms (0: untimed, a plain ping-pong), as
-  // naarpc's emulated transport bounds each wait by a deadline: a timed
-  // wait arms a kernel timer, which this isolates from the engine's cost.
+  // SO_RCVTIMEO set to this many ms, waiting again when one ends (0:
+  // untimed, a plain ping-pong), as naarpc's emulated transport bounds each
+  // wait: a timed wait arms a kernel timer, which this isolates from the
+  // engine's cost.
   int raw_wait_ms = 0;
   // --dialect, --metadata-every-call: the host's wire dialect (the NAA
   // follows the host's MRSP).

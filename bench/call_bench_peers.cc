@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -157,6 +158,8 @@ bool WriteAll(int fd, const char* p, size_t n) {
 bool ReadAll(int fd, char* p, size_t n) {
   while (n > 0) {
     ssize_t r = ::recv(fd, p, n, 0);
+    // A timed wait (--raw-wait-ms) that ended waits again, as naarpc's do.
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (r <= 0) return false;
     p += r;
     n -= size_t(r);

@@ -42,8 +42,8 @@ std::optional<NaaChild> StartTcpEcho(int cpu, int wait_ms);
 // The TCP client's side: whole buffers, TCP_NODELAY.
 bool WriteAll(int fd, const char* p, size_t n);
 bool ReadAll(int fd, char* p, size_t n);
-// TCP_NODELAY; with `wait_ms` > 0, receives wait at most that long
-// (SO_RCVTIMEO; a timeout ends the ping-pong, reported as a failure).
+// TCP_NODELAY; with `wait_ms` > 0, each blocking receive waits at most
+// that long (SO_RCVTIMEO) and ReadAll then waits again.
 void TuneSocket(int fd, int wait_ms);
 
 }  // namespace naarpc::bench::call_bench
