@@ -94,6 +94,11 @@ int main(int argc, char** argv) {
   o.steady_timer = timer == "steady";
   o.naa_stats = naa_stats == "on";
   if (o.baseline.empty()) o.baseline = o.transport == "verbs" ? "transport" : "tcp";
+  if (o.raw_wait_ms > 0 && (o.baseline != "tcp" || stats_ab > 0)) {
+    std::fprintf(stderr, "--raw-wait-ms applies to the TCP baseline only (--baseline %s%s)\n",
+                 o.baseline.c_str(), stats_ab > 0 ? ", --stats-ab" : "");
+    return 2;
+  }
   o.client.dialect =
       dialect == "reference" ? naarpc::Dialect::kReference : naarpc::Dialect::kSpec;
   o.client.metadata_every_call = metadata_every_call;

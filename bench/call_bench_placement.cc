@@ -99,18 +99,19 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
               client_cpu, server_cpu, o.transport.c_str(),
               o.naa_stats ? "" : ", NAA statistics off");
   const std::string raw_name = tcp_baseline ? "tcp" : o.transport == "verbs" ? "verbs" : "emu";
-  std::printf("baseline: %s\n",
-              no_baseline    ? "none (--baseline=none)"
-              : tcp_baseline
-                  ? (std::string("raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY") +
-                     (o.raw_wait_ms > 0 ? ", receives timed: SO_RCVTIMEO " +
-                                              std::to_string(o.raw_wait_ms) + " ms"
-                                        : "") +
-                     ")")
-                        .c_str()
-                             : ("raw " + o.transport +
-                                " transport: one WRITE_WITH_IMM each way, no naarpc engine")
-                                   .c_str());
+  std::string baseline;
+  if (no_baseline) {
+    baseline = "none (--baseline=none)";
+  } else if (tcp_baseline) {
+    baseline = "raw TCP ping-pong of the same bytes (loopback, TCP_NODELAY";
+    if (o.raw_wait_ms > 0) {
+      baseline += ", receives timed: SO_RCVTIMEO " + std::to_string(o.raw_wait_ms) + " ms";
+    }
+    baseline += ")";
+  } else {
+    baseline = "raw " + o.transport + " transport: one WRITE_WITH_IMM each way, no naarpc engine";
+  }
+  std::printf("baseline: %s\n", baseline.c_str());
   std::printf("%-9s | %12s %12s %7s | %12s %12s %7s\n", "payload", "naarpc us",
               ("raw " + raw_name + " us").substr(0, 12).c_str(), "ratio", "naarpc MB/s",
               "raw MB/s", "ratio");

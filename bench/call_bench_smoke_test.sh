@@ -24,3 +24,9 @@ out=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 --min-t
 echo "$out"
 grep -q "receives timed: SO_RCVTIMEO 1000 ms" <<<"$out"
 grep -qE "^result placement=same transport=emulated bytes=64 .* raw_wait_ms=1000$" <<<"$out"
+# ... and to nothing else: a clear error, not a silently ignored option.
+if err=$("$TEST_SRCDIR/naarpc/bench/call_bench" --placement=same --sizes 64 --raw-wait-ms 5 \
+  --baseline=transport 2>&1); then
+  echo "--raw-wait-ms with --baseline=transport was accepted"; exit 1
+fi
+grep -q "raw-wait-ms applies to the TCP baseline only (--baseline transport)" <<<"$err"
