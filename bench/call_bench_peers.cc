@@ -53,7 +53,10 @@ class NoopInterceptor final : public Interceptor {
   for (;;) {
     int fd = accept(listen_fd, nullptr, nullptr);
     if (fd < 0) _exit(1);
-    TuneSocket(fd, wait_ms);
+    if (!TuneSocket(fd, wait_ms)) {
+      std::perror("raw echo: setsockopt");
+      _exit(1);
+    }
     uint64_t size = 0;
     std::vector<char> buf;
     while (ReadAll(fd, reinterpret_cast<char*>(&size), 8)) {
@@ -167,13 +170,12 @@ bool ReadAll(int fd, char* p, size_t n) {
   return true;
 }
 
-void TuneSocket(int fd, int wait_ms) {
+bool TuneSocket(int fd, int wait_ms) {
   int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (wait_ms > 0) {
-    timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return false;
+  if (wait_ms == 0) return true;
+  timeval tv{wait_ms / 1000, (wait_ms % 1000) * 1000};
+  return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
 }
 
 }  // namespace naarpc::bench::call_bench

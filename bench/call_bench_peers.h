@@ -43,8 +43,9 @@ std::optional<NaaChild> StartTcpEcho(int cpu, int wait_ms);
 bool WriteAll(int fd, const char* p, size_t n);
 bool ReadAll(int fd, char* p, size_t n);
 // TCP_NODELAY; with `wait_ms` > 0, each blocking receive waits at most
-// that long (SO_RCVTIMEO) and ReadAll then waits again.
-void TuneSocket(int fd, int wait_ms);
+// that long (SO_RCVTIMEO) and ReadAll then waits again. False (errno set)
+// if a setsockopt failed.
+bool TuneSocket(int fd, int wait_ms);
 
 }  // namespace naarpc::bench::call_bench
 

@@ -186,7 +186,7 @@ void PrintTable(const Options& o, const std::string& label, int client_cpu, int 
 
 // A TCP connection to the echo server on loopback port `port`, set up for
 // `bytes`-byte round trips, receives waiting as TuneSocket's `wait_ms`;
-// -1 (reported) if it cannot connect.
+// -1 (reported) if it cannot connect or set the socket up.
 int ConnectTcp(uint16_t port, size_t bytes, int wait_ms) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -198,7 +198,11 @@ int ConnectTcp(uint16_t port, size_t bytes, int wait_ms) {
     close(fd);
     return -1;
   }
-  TuneSocket(fd, wait_ms);
+  if (!TuneSocket(fd, wait_ms)) {
+    std::perror("raw connect: setsockopt");
+    close(fd);
+    return -1;
+  }
   uint64_t size = bytes;
   WriteAll(fd, reinterpret_cast<char*>(&size), 8);
   return fd;
