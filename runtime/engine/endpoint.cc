@@ -21,16 +21,13 @@ Status Endpoint::PostMrspReceive() {
 }
 
 Status Endpoint::SendMrsp(const MrspMessage& msg, uint64_t n) {
-  auto encoded = EncodeMrsp(
-      msg, std::span<uint8_t>(reinterpret_cast<uint8_t*>(mrsp_buf_.data()), kMaxMrspMessageSize));
+  auto encoded = EncodeMrsp(msg, Half(kSendHalfOffset));
   if (!encoded.ok()) return encoded.status().WithContext("encoding an MRSP message");
   return PostMessage(*conn_, MrspSendId(n), SendHalf(*encoded));
 }
 
 Result<MrspMessage> Endpoint::ReceivedMrsp(uint32_t byte_len) const {
-  const size_t len = std::min<size_t>(byte_len, kMaxMrspMessageSize);
-  return DecodeMrsp(std::span<const uint8_t>(
-      reinterpret_cast<const uint8_t*>(mrsp_buf_.data()) + kMrspHalf, len));
+  return DecodeMrsp(Half(kRecvHalfOffset).first(std::min<size_t>(byte_len, kMaxMrspMessageSize)));
 }
 
 Status Endpoint::PostDataRecv() {
@@ -61,12 +58,17 @@ Result<Endpoint::Posted> Endpoint::PostSequence(std::span<SendRequest> requests,
   return posted;
 }
 
+std::span<uint8_t> Endpoint::Half(size_t offset) const {
+  return {reinterpret_cast<uint8_t*>(mrsp_mr_->addr()) + offset, kMaxMrspMessageSize};
+}
+
 LocalBuffer Endpoint::SendHalf(size_t length) const {
-  return {mrsp_mr_->remote_addr(), static_cast<uint32_t>(length), mrsp_mr_->lkey()};
+  return {mrsp_mr_->remote_addr() + kSendHalfOffset, static_cast<uint32_t>(length),
+          mrsp_mr_->lkey()};
 }
 
 LocalBuffer Endpoint::RecvHalf() const {
-  return {mrsp_mr_->remote_addr() + kMrspHalf, static_cast<uint32_t>(kMaxMrspMessageSize),
+  return {mrsp_mr_->remote_addr() + kRecvHalfOffset, static_cast<uint32_t>(kMaxMrspMessageSize),
           mrsp_mr_->lkey()};
 }
 

@@ -77,6 +77,11 @@ class Endpoint {
   // The MRSP buffer: our message in the first half, the peer's in the
   // second (its own cache lines), one registration for both.
   static constexpr size_t kMrspHalf = (kMaxMrspMessageSize + 63) / 64 * 64;
+  static constexpr size_t kSendHalfOffset = 0;
+  static constexpr size_t kRecvHalfOffset = kMrspHalf;
+  // A half's bytes (kMaxMrspMessageSize of them) and, below, the same half
+  // as a buffer to post: both from the registration, one offset each.
+  std::span<uint8_t> Half(size_t offset) const;
   LocalBuffer SendHalf(size_t length) const;
   LocalBuffer RecvHalf() const;
 
