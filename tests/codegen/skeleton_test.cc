@@ -121,34 +121,36 @@ TEST(Skeleton, UnknownFunctionCodeIs0x03) {
   EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusUnknownFunction);
 }
 
-TEST(Skeleton, LayoutMismatchesAre0x04) {
+// Each refused layout says why, for the NAA's log (expected vs actual).
+TEST(Skeleton, LayoutMismatchesAre0x04AndSayWhy) {
   KitchenImpl k;
-  {
-    FakeCall f(127, Dialect::kSpec, {108}, {true});  // one region missing
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);
-  }
-  {
-    FakeCall f(127, Dialect::kSpec, {108, 100}, {false, true});  // wrong size
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);
-  }
-  {
-    FakeCall f(127, Dialect::kSpec, {108, 108}, {true, true});  // x is not a return region
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);
-  }
-  {
-    FakeCall f = EchoCall(Dialect::kSpec, 101);  // length header above max
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);
-  }
+  auto refused = [&k](FakeCall f, const std::string& why) {
+    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout) << why;
+    EXPECT_EQ(f.call.failure_detail, why);
+  };
+  refused(FakeCall(127, Dialect::kSpec, {108}, {true}),  // one region missing
+          "Kitchen.Echo: 1 parameter regions, 0 internal regions and 0 streams, expected 2, 0 "
+          "and 0");
+  refused(FakeCall(127, Dialect::kSpec, {108, 100}, {false, true}),
+          "Kitchen.Echo: region 'y' is 100 bytes, expected 108");
+  refused(FakeCall(127, Dialect::kSpec, {108, 108}, {true, true}),
+          "Kitchen.Echo: region 'x' is a return region, but the IDL says 'in'");
+  refused(FakeCall(127, Dialect::kSpec, {108, 108}, {false, false}),
+          "Kitchen.Echo: region 'y' is not a return region, but the IDL says 'out'");
+  refused(EchoCall(Dialect::kSpec, 101),
+          "Kitchen.Echo: region 'x' has a length header of 101, more than its maximum 100");
   {
     FakeCall f = EchoCall(Dialect::kReference, 3);
     f.params[1].flags = 0x0c;  // y flagged inout, IDL says out
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);
+    refused(std::move(f), "Kitchen.Echo: region 'y' has MRSP flags 0x0c, expected 0x08");
   }
-  {
-    FakeCall f(7, Dialect::kSpec, {16, 4, 136, 32, 32, 4, 48, 3, 48},
-               {false, false, false, false, true, true, true, true, true}, {64});
-    EXPECT_EQ(k.Handle(f.call), naarpc::kNaaStatusBadRegionLayout);  // one internal missing
-  }
+  refused(FakeCall(7, Dialect::kSpec, {16, 4, 136, 32, 32, 4, 48, 3, 48},
+                   {false, false, false, false, true, true, true, true, true}, {64}),
+          "Kitchen.Mixed: 9 parameter regions, 1 internal regions and 0 streams, expected 9, 2 "
+          "and 0");
+  refused(FakeCall(7, Dialect::kSpec, {16, 4, 136, 32, 32, 4, 48, 3, 48},
+                   {false, false, false, false, true, true, true, true, true}, {64, 8}),
+          "Kitchen.Mixed: internal region 'table' is 8 bytes, expected 16");
 }
 
 FakeCall MixedCall(int32_t scalar_in) {
@@ -189,6 +191,7 @@ TEST(Skeleton, ApplicationErrorAndException) {
   EXPECT_EQ(k.Handle(hot.call), 0x42);
   FakeCall boom = MixedCall(-1);
   EXPECT_EQ(k.Handle(boom.call), naarpc::kNaaStatusKernelFailed);
+  EXPECT_EQ(boom.call.failure_detail, "Kitchen.Mixed: the kernel threw 'boom'");
   // var_out holds at most 10: asking for 11 fails the call, never truncates.
   FakeCall too_long = MixedCall(11);
   EXPECT_EQ(k.Handle(too_long.call), naarpc::kNaaStatusKernelFailed);

@@ -26,6 +26,7 @@
 #include "runtime/httplib_config.h"
 #include "services/vector/vector.naa.h"
 #include "services/vector/vector_service.h"
+#include "tests/testing/log_capture.h"
 
 // Allocations made by the current thread while counting is on; and those
 // of the NAA's threads that ran a kernel, while naa_counting is on.
@@ -155,7 +156,7 @@ class ObservabilityTest : public ::testing::Test {
     options.interceptors = naa_chain_;
     options.metrics_port = 0;
     options.metrics_host = "127.0.0.1";
-    options.log = [](std::string_view) {};
+    options.log = log_.Sink();
     auto s = NaaServer::Start(*transport_, "127.0.0.1", 0, service_, options);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(s).value();
@@ -210,6 +211,7 @@ class ObservabilityTest : public ::testing::Test {
   std::unique_ptr<NaaServer> server_;
   std::unique_ptr<vec::VectorArithClient> client_;
   std::string peer_;
+  testing::LogCapture log_;
   std::vector<float> a_ = std::vector<float>(kN, 1.0f), b_ = std::vector<float>(kN, 2.0f),
                      out_ = std::vector<float>(kN);
 };
@@ -252,6 +254,16 @@ TEST_F(ObservabilityTest, BothSidesCountEveryCallExactly) {
   EXPECT_EQ(host_dot.bytes_received, 0u);
   EXPECT_EQ(naa_dot.completed, uint64_t{kBad});
   EXPECT_EQ(naa_dot.errors, (Errors{{"NAA_KERNEL_FAILED", kBad}}));
+}
+
+// The generated skeleton turns a kernel's exception into 0x05, and the NAA's
+// log says which routine threw what.
+TEST_F(ObservabilityTest, AKernelsExceptionIsLoggedWithItsMessage) {
+  Status s = BadDot();
+  ASSERT_EQ(s.wire_code(), 0x05) << s.ToString();
+  EXPECT_TRUE(log_.WaitFor("call of function 5 failed with status 5: VectorArith.Dot: the kernel "
+                           "threw 'Dot: lengths differ'"))
+      << log_.All();
 }
 
 TEST_F(ObservabilityTest, AsyncCallsAreCountedToo) {

@@ -107,7 +107,25 @@ Result<std::unique_ptr<DynamicNaa>> DynamicNaa::Create(
                                     " and " + s->name + "." + r.name +
                                     "; serve one of the services (--service)");
       }
-      e = Entry{s, &r, Kernel{}, "echo", nullptr, s->name + "." + r.name};
+      e = Entry{s, &r, Kernel{}, "echo", nullptr, s->name + "." + r.name, {}, {}};
+      for (const idl::Param& p : r.params) {
+        e.params.push_back(codegen::ParamDesc{
+            .name = p.name,
+            .type = idl::Describe(p.type).idl,
+            .direction = p.direction == idl::Direction::kIn    ? Direction::kIn
+                         : p.direction == idl::Direction::kOut ? Direction::kOut
+                                                               : Direction::kInOut,
+            .element_size = idl::Describe(p.type).size,
+            .count = p.count,
+            .variable = p.variable,
+            .single_send = p.single_send,
+            .chunk_bytes = static_cast<uint32_t>(p.chunk_bytes()),
+            .window = p.stream ? p.stream->window : 0});
+      }
+      for (const idl::Internal& i : r.internals) {
+        e.internals.push_back(codegen::InternalDesc{
+            .name = i.name, .bytes = i.region_bytes(), .naa_address = i.naa_address});
+      }
       naa->codes_.push_back(r.code);
     }
   }
@@ -238,80 +256,36 @@ uint8_t DynamicNaa::Handle(NaaCall& call) {
     return kNaaStatusUnknownFunction;
   }
   calls_.fetch_add(1, std::memory_order_relaxed);
+  const Entry& e = by_code_[call.function_code];
   try {
-    return Run(by_code_[call.function_code], call);
+    return Run(e, call);
+  } catch (const std::exception& ex) {
+    return codegen::KernelThrew(call, e.name, ex.what());
   } catch (...) {
-    return kNaaStatusKernelFailed;
+    return codegen::KernelThrew(call, e.name, {});
   }
 }
 
 uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
   const idl::Routine& r = *e.routine;
-  const std::string name = e.service->name + "." + r.name;
+  const std::string& name = e.name;
   // The layout, as a generated skeleton checks it.
-  size_t plain = 0, stream_count = 0;
-  for (const idl::Param& p : r.params) ++(StreamOf(p) ? stream_count : plain);
-  if (call.params.size() != plain || call.internal.size() != r.internals.size() ||
-      call.streams.size() != stream_count) {
-    call.failure_detail = name + ": " + std::to_string(call.params.size()) + " parameter, " +
-                          std::to_string(call.internal.size()) + " internal regions and " +
-                          std::to_string(call.streams.size()) + " streams, expected " +
-                          std::to_string(plain) + ", " + std::to_string(r.internals.size()) +
-                          " and " + std::to_string(stream_count);
+  if (!codegen::RegionsMatch(call, codegen::RoutineDesc{.name = e.name,
+                                                        .method = r.name,
+                                                        .code = r.code,
+                                                        .params = e.params,
+                                                        .internals = e.internals})) {
     return kNaaStatusBadRegionLayout;
   }
   // Each input's elements: in its region, or (streams) read into memory below.
   std::vector<uint64_t> counts(r.params.size());
   std::vector<std::span<const std::byte>> in_data(r.params.size());
   for (const idl::Param& p : r.params) {
-    std::string problem;
-    if (auto shape = StreamOf(p)) {
-      const NaaStream& s = *call.streams[p.stream->index];
-      const uint64_t chunk = shape->chunk * idl::Describe(p.type).size;
-      if (s.is_input() != p.is_input() || s.chunk_size() != chunk || s.window() != shape->window) {
-        problem = std::string(s.is_input() ? "an input" : "an output") + " stream of " +
-                  std::to_string(s.chunk_size()) + "-byte chunks, window " +
-                  std::to_string(s.window()) + "; expected " +
-                  (p.is_input() ? "an input" : "an output") + " stream of " +
-                  std::to_string(chunk) + "-byte chunks, window " + std::to_string(shape->window);
-      }
-    } else {
-      const NaaRegion& region = call.params[p.naa_index];
-      if (region.data.size() != p.region_bytes()) {
-        problem = "is " + std::to_string(region.data.size()) + " bytes, expected " +
-                  std::to_string(p.region_bytes());
-      } else if (region.is_output != p.is_output()) {
-        problem = region.is_output ? "is a return region, but the IDL says 'in'"
-                                   : "is not a return region";
-      } else if (call.dialect == Dialect::kReference &&
-                 (region.flags & 0x0e) != p.expected_flags()) {
-        problem = "has MRSP flags " + std::to_string(region.flags & 0x0e) + ", expected " +
-                  std::to_string(p.expected_flags());
-      }
-      counts[p.index] = p.count;
-      if (problem.empty() && p.variable && p.is_input()) {
-        counts[p.index] = ReadLengthHeader(region.data);
-        if (counts[p.index] > p.count) {
-          problem = "has a length header of " + std::to_string(counts[p.index]) +
-                    ", more than its maximum " + std::to_string(p.count);
-        }
-      }
-      in_data[p.index] =
-          region.data.subspan(p.data_offset(), std::min<uint64_t>(counts[p.index], p.count) *
-                                                   idl::Describe(p.type).size);
-    }
-    if (!problem.empty()) {
-      call.failure_detail = name + ": region '" + p.name + "' " + problem;
-      return kNaaStatusBadRegionLayout;
-    }
-  }
-  for (const idl::Internal& i : r.internals) {
-    if (call.internal[i.index].size() != i.region_bytes()) {
-      call.failure_detail = name + ": internal region '" + i.name + "' is " +
-                            std::to_string(call.internal[i.index].size()) + " bytes, expected " +
-                            std::to_string(i.region_bytes());
-      return kNaaStatusBadRegionLayout;
-    }
+    if (StreamOf(p)) continue;
+    const NaaRegion& region = call.params[p.naa_index];
+    counts[p.index] = p.variable && p.is_input() ? ReadLengthHeader(region.data) : p.count;
+    in_data[p.index] =
+        region.data.subspan(p.data_offset(), counts[p.index] * idl::Describe(p.type).size);
   }
 
   if (e.function) return RunFunction(e, call, counts, in_data);

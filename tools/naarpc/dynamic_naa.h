@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "idl/ir.h"
+#include "naarpc/impl/routine.h"
 #include "naarpc/naa_server.h"
 #include "naarpc/status.h"
 
@@ -94,6 +95,9 @@ class DynamicNaa final : public NaaHandler {
     std::string kernel_spec;
     std::shared_ptr<const KernelFunction> function;  // set: runs instead of `kernel`
     std::string name;  // "Service.Routine"
+    // The routine as a generated skeleton describes it (its layout check).
+    std::vector<codegen::ParamDesc> params;
+    std::vector<codegen::InternalDesc> internals;
   };
   uint8_t RunFunction(const Entry& e, NaaCall& call, const std::vector<uint64_t>& counts,
                       const std::vector<std::span<const std::byte>>& in_data);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <future>
 #include <initializer_list>
@@ -362,39 +363,91 @@ std::future<Status> AsFuture(StartF&& start) {
 
 // ----- NAA side
 
-// Whether a call's regions are the routine's (else the skeleton answers
-// kNaaStatusBadRegionLayout before any kernel runs): counts and sizes,
-// directions (the reference dialect by its MRSP flags), streams' shapes,
-// and the variable-length inputs' counts within their maximum.
-inline bool RegionsMatch(const NaaCall& call, const RoutineDesc& r) {
+// Why a call's regions are not the routine's, or "" if they are: counts
+// and sizes, directions (the reference dialect by its MRSP flags), streams'
+// shapes, and the variable-length inputs' counts within their maximum. The
+// one check of a routine's layout on the NAA: generated skeletons and
+// `naarpc serve` (and Python kernels) answer kNaaStatusBadRegionLayout with
+// it, before any kernel runs.
+inline std::string RegionMismatch(const NaaCall& call, const RoutineDesc& r) {
   size_t plain = 0, streams = 0;
   for (const ParamDesc& p : r.params) (p.is_stream() ? streams : plain)++;
   if (call.params.size() != plain || call.internal.size() != r.internals.size() ||
       call.streams.size() != streams) {
-    return false;
+    return std::to_string(call.params.size()) + " parameter regions, " +
+           std::to_string(call.internal.size()) + " internal regions and " +
+           std::to_string(call.streams.size()) + " streams, expected " + std::to_string(plain) +
+           ", " + std::to_string(r.internals.size()) + " and " + std::to_string(streams);
   }
+  auto hex = [](unsigned v) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    return std::string{'0', 'x', kDigits[(v >> 4) & 0xf], kDigits[v & 0xf]};
+  };
   size_t n = 0, s = 0;
   for (const ParamDesc& p : r.params) {
+    const auto name = [&p] { return std::string(p.name); };  // failures only
     if (p.is_stream()) {
       const NaaStream& st = *call.streams[s++];
       if (st.is_input() != p.is_input() || st.chunk_size() != p.chunk_bytes ||
           st.window() != p.window) {
-        return false;
+        auto shape = [](bool input, uint64_t chunk, uint64_t window) {
+          return std::string(input ? "an input" : "an output") + " stream of " +
+                 std::to_string(chunk) + "-byte chunks, window " + std::to_string(window);
+        };
+        return "stream '" + name() + "' is " + shape(st.is_input(), st.chunk_size(), st.window()) +
+               "; expected " + shape(p.is_input(), p.chunk_bytes, p.window);
       }
       continue;
     }
     const NaaRegion& region = call.params[n++];
-    if (region.data.size() != p.region_bytes() || region.is_output != p.is_output()) return false;
+    if (region.data.size() != p.region_bytes()) {
+      return "region '" + name() + "' is " + std::to_string(region.data.size()) +
+             " bytes, expected " + std::to_string(p.region_bytes());
+    }
+    if (region.is_output != p.is_output()) {
+      return "region '" + name() + "' " +
+             (region.is_output ? "is a return region, but the IDL says 'in'"
+                               : "is not a return region, but the IDL says '" +
+                                     std::string(p.is_input() ? "inout" : "out") + "'");
+    }
     if (call.dialect == Dialect::kReference &&
         (region.flags & kReferenceDirectionFlags) != p.reference_flags()) {
-      return false;
+      return "region '" + name() + "' has MRSP flags " +
+             hex(region.flags & kReferenceDirectionFlags) + ", expected " +
+             hex(p.reference_flags());
     }
-    if (p.variable && p.is_input() && ReadLengthHeader(region.data) > p.count) return false;
+    if (p.variable && p.is_input() && ReadLengthHeader(region.data) > p.count) {
+      return "region '" + name() + "' has a length header of " +
+             std::to_string(ReadLengthHeader(region.data)) + ", more than its maximum " +
+             std::to_string(p.count);
+    }
   }
   for (size_t i = 0; i < r.internals.size(); ++i) {
-    if (call.internal[i].size() != r.internals[i].bytes) return false;
+    if (call.internal[i].size() != r.internals[i].bytes) {
+      return "internal region '" + std::string(r.internals[i].name) + "' is " +
+             std::to_string(call.internal[i].size()) + " bytes, expected " +
+             std::to_string(r.internals[i].bytes);
+    }
   }
-  return true;
+  return {};
+}
+
+// A kernel threw (`what`: empty if not a std::exception): the call fails
+// (KERNEL_FAILED) with why in the NAA's log.
+inline uint8_t KernelThrew(NaaCall& call, std::string_view routine, std::string_view what) {
+  call.failure_detail = std::string(routine) + ": the kernel threw " +
+                        (what.empty() ? std::string("an exception not derived from std::exception")
+                                      : "'" + std::string(what) + "'");
+  return kNaaStatusKernelFailed;
+}
+
+// Whether a call's regions are the routine's (RegionMismatch); if not, the
+// call's failure_detail says why, for the NAA's log.
+inline bool RegionsMatch(NaaCall& call, const RoutineDesc& r) {
+  std::string why = RegionMismatch(call, r);
+  if (why.empty()) return true;
+  call.failure_detail = std::string(r.name) + ": " + why;
+  return false;
 }
 
 // The kernel's view of the NAA-side parameter at NAA index `n` (the

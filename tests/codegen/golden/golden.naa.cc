@@ -411,8 +411,10 @@ uint8_t KitchenService::Handle(naarpc::NaaCall& call) {
       case 127: return HandleEcho(call);
       default: return naarpc::kNaaStatusUnknownFunction;
     }
+  } catch (const std::exception& e) {
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), e.what());
   } catch (...) {
-    return naarpc::kNaaStatusKernelFailed;
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), {});
   }
 }
 
@@ -668,8 +670,10 @@ uint8_t SecondService::Handle(naarpc::NaaCall& call) {
       case 1: return HandlePing(call);
       default: return naarpc::kNaaStatusUnknownFunction;
     }
+  } catch (const std::exception& e) {
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), e.what());
   } catch (...) {
-    return naarpc::kNaaStatusKernelFailed;
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), {});
   }
 }
 
@@ -1511,8 +1515,10 @@ uint8_t StreamerService::Handle(naarpc::NaaCall& call) {
       case 4: return HandleWide(call);
       default: return naarpc::kNaaStatusUnknownFunction;
     }
+  } catch (const std::exception& e) {
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), e.what());
   } catch (...) {
-    return naarpc::kNaaStatusKernelFailed;
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), {});
   }
 }
 
@@ -2005,8 +2011,10 @@ uint8_t StencilService::Handle(naarpc::NaaCall& call) {
       case 3: return HandleMesh(call);
       default: return naarpc::kNaaStatusUnknownFunction;
     }
+  } catch (const std::exception& e) {
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), e.what());
   } catch (...) {
-    return naarpc::kNaaStatusKernelFailed;
+    return naarpc::codegen::KernelThrew(call, RoutineName(call.function_code), {});
   }
 }
 
