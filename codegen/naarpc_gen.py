@@ -63,9 +63,17 @@ def main(argv):
     except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         print("naarpc_gen.py: error: %s" % e, file=sys.stderr)
         return 2
-    import render  # jinja2 only needed for output
+    import jinja2  # only needed for output
+    import render
     try:
-        write_all(args.out_dir, render.render_all(ir))
+        files = render.render_all(ir)
+    except (AttributeError, KeyError, TypeError, jinja2.UndefinedError) as e:
+        # A field the templates need is missing or of the wrong kind.
+        print("naarpc_gen.py: error: %s: not an IR this generator can render "
+              "(incomplete, or from another naarpc version): %s" % (args.ir, e), file=sys.stderr)
+        return 2
+    try:
+        write_all(args.out_dir, files)
     except OSError as e:
         print("naarpc_gen.py: error: cannot write to %s: %s" % (args.out_dir, e), file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ std::optional<IdlFile> Parse(std::string_view text, Sink& sink) {
 }
 
 Result<IdlFile> Finish(std::optional<IdlFile> idl, Sink& sink,
-                       std::vector<Diagnostic>* diagnostics) {
+                       std::vector<Diagnostic>* diagnostics, bool unreadable = false) {
   std::vector<Diagnostic> diags = sink.Take();
   std::string message;
   if (!idl) {
@@ -49,7 +49,10 @@ Result<IdlFile> Finish(std::optional<IdlFile> idl, Sink& sink,
   if (diagnostics) {
     diagnostics->insert(diagnostics->end(), diags.begin(), diags.end());
   }
-  if (!idl) return InvalidArgumentError(std::move(message));
+  if (!idl) {
+    return unreadable ? NotFoundError(std::move(message))
+                      : InvalidArgumentError(std::move(message));
+  }
   return std::move(*idl);
 }
 
@@ -80,26 +83,28 @@ Result<IdlFile> Load(std::string_view path, std::vector<Diagnostic>* diagnostics
                      const LoadOptions& options) {
   const std::string file(path);
   const std::string shown = options.display_path.empty() ? file : options.display_path;
-  const auto fail = [&](const std::string& message) -> Result<IdlFile> {
+  const auto fail = [&](const std::string& message, bool unreadable) -> Result<IdlFile> {
     Sink sink(shown);
     sink.Error({}, "", message);
-    return Finish(std::nullopt, sink, diagnostics);
+    return Finish(std::nullopt, sink, diagnostics, unreadable);
+  };
+  const auto cannot_read = [&](const std::string& why) {
+    return fail("cannot read file: " + why, /*unreadable=*/true);
   };
   struct stat st;
-  if (::stat(file.c_str(), &st) != 0) {
-    return fail(std::string("cannot read file: ") + std::strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) return fail("cannot read file: it is a directory");
+  if (::stat(file.c_str(), &st) != 0) return cannot_read(std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return cannot_read("it is a directory");
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxIdlFileBytes) {
     return fail("the file is " + std::to_string(st.st_size) + " bytes; IDL files are limited to " +
-                std::to_string(kMaxIdlFileBytes) + " bytes");
+                    std::to_string(kMaxIdlFileBytes) + " bytes",
+                /*unreadable=*/false);
   }
   std::ifstream in(file, std::ios::binary);
-  if (!in) return fail(std::string("cannot read file: ") + std::strerror(errno));
+  if (!in) return cannot_read(std::strerror(errno));
   // Read at most one byte more than the limit (the file may be a pipe).
   std::string text(kMaxIdlFileBytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return fail(std::string("cannot read file: ") + std::strerror(errno));
+  if (in.bad()) return cannot_read(std::strerror(errno));
   text.resize(static_cast<size_t>(in.gcount()));
   return LoadText(text, shown, diagnostics);
 }

@@ -34,8 +34,9 @@ struct LoadOptions {
 
 // Reads and validates `path`. On success returns the IR; otherwise
 // kInvalidArgument whose message lists every error ("file:line:col: error:
-// ..." lines). `diagnostics` (optional) receives errors and warnings sorted
-// by position.
+// ..." lines), or kNotFound if the file cannot be read (missing, a
+// directory, unreadable). `diagnostics` (optional) receives errors and
+// warnings sorted by position.
 Result<IdlFile> Load(std::string_view path, std::vector<Diagnostic>* diagnostics = nullptr,
                      const LoadOptions& options = {});
 

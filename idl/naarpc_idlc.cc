@@ -6,7 +6,8 @@
 //   naarpc_idlc IDL --check
 //
 // Diagnostics go to stderr as file:line:col: error|warning: field: message.
-// Exit status: 0 valid, 1 invalid IDL (nothing written), 2 usage or I/O.
+// Exit status: 0 valid, 1 invalid IDL (nothing written), 2 usage or I/O (the
+// IDL file missing or unreadable, the output not writable).
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
   }
   if (!idl.ok()) {
     std::cerr << shown << ": " << errors << " error(s); nothing generated\n";
-    return 1;
+    return idl.status().code() == naarpc::StatusCode::kNotFound ? 2 : 1;  // unreadable: I/O
   }
   if (check) return 0;
   const std::string json = naarpc::idl::IrToJson(*idl, &*files);

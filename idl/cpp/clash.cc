@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "idl/cpp/cpp_names.h"
@@ -135,18 +137,31 @@ void Model::Check(Sink& sink) const {
     }
   }
   // A declaration that hides a name a generated body or signature uses.
+  // Each scope's declarations by name: a lookup sees only its name's (the
+  // namespace holds every service's, so scanning them all was quadratic).
+  std::vector<std::unordered_map<std::string_view, std::vector<const Decl*>>> by_name(
+      scopes_.size());
+  for (size_t x = 0; x < scopes_.size(); ++x) {
+    for (const Decl& d : scopes_[x].decls) by_name[x][d.name].push_back(&d);
+  }
+  const auto named = [&](int scope, const std::string& name) -> const std::vector<const Decl*>& {
+    static const std::vector<const Decl*> kNone;
+    const auto it = by_name[scope].find(name);
+    return it == by_name[scope].end() ? kNone : it->second;
+  };
   for (size_t x = 0; x < scopes_.size(); ++x) {
     for (const Lookup& u : scopes_[x].uses) {
       for (int s = static_cast<int>(x); s != kRoot && s != u.target_scope; s = scopes_[s].parent) {
-        for (const Decl& d : scopes_[s].decls) {
-          if (d.name != u.name || d.origin == u.target_origin) continue;
+        for (const Decl* dp : named(s, u.name)) {
+          const Decl& d = *dp;
+          if (d.origin == u.target_origin) continue;
           const int at = d.origin >= 0 ? d.origin : u.target_origin;
           if (at < 0) continue;
           if (!reported.insert({d.origin, u.target_origin, d.name}).second) continue;
           const Decl* target = nullptr;
           if (u.target_scope != kRoot) {
-            for (const Decl& t : scopes_[u.target_scope].decls) {
-              if (t.name == u.name && t.origin == u.target_origin) target = &t;
+            for (const Decl* t : named(u.target_scope, u.name)) {
+              if (t->origin == u.target_origin) target = t;
             }
           }
           const std::string target_role = target ? target->role : u.target_role;

@@ -160,6 +160,35 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), s.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) ==
+                  std::tolower(static_cast<unsigned char>(b));
+         });
+}
+
+// The known field an unknown key probably means: the only one it begins
+// (`dir`, `timeout`) or that begins it, else the nearest within 2 edits.
+std::optional<std::string_view> Suggest(std::string_view key, const ObjectRules& rules) {
+  if (key.size() < 2) return std::nullopt;
+  std::optional<std::string_view> prefix;
+  int prefixes = 0;
+  for (const FieldRule& f : rules.fields) {
+    if (StartsWith(f.name, key) || StartsWith(key, f.name)) ++prefixes, prefix = f.name;
+  }
+  if (prefixes == 1) return prefix;
+  std::optional<std::string_view> best;
+  size_t best_distance = 3;
+  for (const FieldRule& f : rules.fields) {
+    if (const size_t d = EditDistance(key, f.name); d < best_distance) {
+      best_distance = d;
+      best = f.name;
+    }
+  }
+  return best;
+}
+
 // A quoted or !!str scalar, a plain one that YAML reads as a string both in
 // 1.1 and 1.2, or nullopt after reporting.
 std::optional<std::string> ReadString(const YamlNode& n, const std::string& path,
@@ -444,11 +473,8 @@ Object::Object(const YamlNode& node, std::string path, const ObjectRules& rules,
     }
     if (index == rules.fields.size()) {
       std::string msg = "unknown field (allowed: " + allowed + ")";
-      for (const FieldRule& f : rules.fields) {
-        if (EditDistance(key.value, f.name) <= 2 && key.value.size() > 1) {
-          msg += "; did you mean '" + std::string(f.name) + "'?";
-          break;
-        }
+      if (std::optional<std::string_view> guess = Suggest(key.value, rules)) {
+        msg += "; did you mean '" + std::string(*guess) + "'?";
       }
       sink.Error(key.location, Path(key.value), msg);
       continue;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "idl/internal/layout.h"
+#include "idl/internal/scalar.h"
 #include "idl/internal/schema.h"
 
 namespace naarpc::idl::internal {
@@ -23,11 +24,10 @@ std::string Hex(uint64_t v, int width = 0) {
 
 std::string Line(Location at) { return "line " + std::to_string(at.line); }
 
-// Bytes of `count` elements of `size` bytes (+ header), saturating far
-// above every limit instead of overflowing.
-uint64_t Bytes(uint64_t count, uint64_t size, uint64_t header = 0) {
-  if (count > (uint64_t{1} << 40)) return uint64_t{1} << 50;
-  return count * size + header;
+// Bytes of `count` elements of `size` bytes (+ header), exact: counts are
+// below 2^63 and elements at most 8 bytes.
+unsigned __int128 Bytes(uint64_t count, uint64_t size, uint64_t header = 0) {
+  return static_cast<unsigned __int128>(count) * size + header;
 }
 
 class Builder {
@@ -45,10 +45,20 @@ class Builder {
     }
     out.doc = file.String("doc").value_or("");
     if (const std::vector<YamlNode>* services = file.List("services")) {
+      std::map<std::string, Location> service_names;
       for (size_t i = 0; i < services->size(); ++i) {
-        names->services.emplace_back();
-        out.services.push_back(
-            BuildService((*services)[i], Index("services", i), names->services.back()));
+        ServiceNames& sn = names->services.emplace_back();
+        Service svc = BuildService((*services)[i], Index("services", i), sn);
+        if (sn.name.ok) {
+          if (auto it = service_names.find(svc.name); it != service_names.end()) {
+            sink_.Error(sn.name.at, sn.name.field, "duplicate service name '" + svc.name +
+                                                       "' (first at " + Line(it->second) + ")");
+            sn.name.ok = false;
+          } else {
+            service_names.emplace(svc.name, sn.name.at);
+          }
+        }
+        out.services.push_back(std::move(svc));
       }
     }
     return out;
@@ -377,11 +387,11 @@ class Builder {
     if (prm.stream) {
       prm.count = 0;
     } else if (type && count) {
-      const uint64_t bytes = Bytes(*count, Describe(*type).size, prm.data_offset());
+      const unsigned __int128 bytes = Bytes(*count, Describe(*type).size, prm.data_offset());
       if (bytes > kMaxRegionBytes) {
         const char* key = prm.variable ? "max" : "size";
         sink_.Error(p.At(key), p.Path(key),
-                    "parameter '" + shown + "' needs " + std::to_string(bytes) +
+                    "parameter '" + shown + "' needs " + Uint128ToString(bytes) +
                         " bytes; one parameter is limited to " + std::to_string(kMaxRegionBytes) +
                         " bytes (1 GiB, one wire region" +
                         (prm.variable ? ", including the 8-byte length header)" : ")"));
@@ -422,10 +432,10 @@ class Builder {
     if (chunk) {
       prm.stream->chunk = static_cast<uint64_t>(*chunk);
       if (type) {
-        const uint64_t bytes = Bytes(prm.stream->chunk, Describe(*type).size);
+        const unsigned __int128 bytes = Bytes(prm.stream->chunk, Describe(*type).size);
         if (bytes > kMaxStreamChunkBytes) {
           sink_.Error(so.At("chunk"), so.Path("chunk"),
-                      "stream '" + shown + "' has chunks of " + std::to_string(bytes) +
+                      "stream '" + shown + "' has chunks of " + Uint128ToString(bytes) +
                           " bytes; a chunk is limited to " + std::to_string(kMaxStreamChunkBytes) +
                           " bytes (8 MiB, docs/protocol.md 15.1)");
           prm.stream->chunk = 1;
@@ -493,14 +503,14 @@ class Builder {
       }
     }
     if (std::optional<int64_t> n = o.Integer("size")) {
-      const uint64_t bytes = Bytes(static_cast<uint64_t>(*n), Describe(in.type).size);
+      const unsigned __int128 bytes = Bytes(static_cast<uint64_t>(*n), Describe(in.type).size);
       if (*n < 1) {
         sink_.Error(o.At("size"), o.Path("size"),
                     "internal region '" + shown + "' has size " + std::to_string(*n) +
                         "; it must be at least 1 element");
       } else if (type_known && bytes > kMaxRegionBytes) {
         sink_.Error(o.At("size"), o.Path("size"),
-                    "internal region '" + shown + "' needs " + std::to_string(bytes) +
+                    "internal region '" + shown + "' needs " + Uint128ToString(bytes) +
                         " bytes; the limit is " + std::to_string(kMaxRegionBytes) + " (1 GiB)");
       } else {
         in.count = static_cast<uint64_t>(*n);

@@ -52,9 +52,44 @@ std::string ExplainSyntaxError(const std::string& msg) {
   return msg;
 }
 
+constexpr char kUnterminatedQuote[] = "YAML syntax error: unterminated quoted string";
+
+// If the scalar whose node starts at `pos` (after any tag or anchor) is
+// quoted and its closing quote is missing, the opening quote's offset.
+// yaml-cpp 0.7 ends such a scalar at the end of the file without an error
+// if a line break follows it, and reports "illegal EOF in scalar" at the
+// end of the file otherwise.
+std::optional<size_t> UnterminatedQuote(std::string_view text, size_t pos) {
+  while (pos < text.size() && (text[pos] == '!' || text[pos] == '&')) {  // properties
+    while (pos < text.size() && text[pos] != ' ' && text[pos] != '\t' && text[pos] != '\n' &&
+           text[pos] != '\r') {
+      ++pos;
+    }
+    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' ||
+                                 text[pos] == '\r')) {
+      ++pos;
+    }
+  }
+  if (pos >= text.size() || (text[pos] != '"' && text[pos] != '\'')) return std::nullopt;
+  const char quote = text[pos];
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;  // \" and \\ (any escape: what follows is never the closing quote)
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside single quotes
+      } else {
+        return std::nullopt;
+      }
+    }
+  }
+  return pos;
+}
+
 class TreeBuilder final : public YAML::EventHandler {
  public:
-  TreeBuilder(const LineIndex& lines, Sink& sink) : lines_(lines), sink_(sink) {}
+  TreeBuilder(std::string_view text, const LineIndex& lines, Sink& sink)
+      : text_(text), lines_(lines), sink_(sink) {}
 
   std::optional<YamlNode>& root() { return root_; }
 
@@ -105,6 +140,13 @@ class TreeBuilder final : public YAML::EventHandler {
     YamlNode n;
     n.kind = YamlNode::Kind::kScalar;
     n.location = At(mark);
+    if (tag != "?" && mark.pos >= 0) {  // quoted, block or tagged
+      if (std::optional<size_t> open = UnterminatedQuote(text_, static_cast<size_t>(mark.pos))) {
+        // It swallowed the rest of the file: later errors would mislead.
+        sink_.Error(lines_.At(*open), "", kUnterminatedQuote);
+        throw StopParsing{};
+      }
+    }
     n.value = value;
     if (tag == "?") {
       n.plain = true;
@@ -216,6 +258,7 @@ class TreeBuilder final : public YAML::EventHandler {
     stack_.pop_back();
   }
 
+  std::string_view text_;
   const LineIndex& lines_;
   Sink& sink_;
   std::optional<YamlNode> root_;
@@ -249,11 +292,51 @@ class DocumentProbe final : public YAML::EventHandler {
   const LineIndex& lines_;
 };
 
+// Finds the opening quote behind yaml-cpp's "illegal EOF in scalar": parses
+// the text again with a final line break, so that the scalar is read.
+class QuoteFinder final : public YAML::EventHandler {
+ public:
+  explicit QuoteFinder(std::string_view text) : text_(text) {}
+  std::optional<size_t> open;
+
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t,
+                const std::string&) override {
+    if (tag == "?" || mark.pos < 0) return;
+    open = UnterminatedQuote(text_, static_cast<size_t>(mark.pos));
+    if (open) throw StopParsing{};
+  }
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  std::string_view text_;
+};
+
+std::optional<size_t> FindUnterminatedQuote(std::string_view text) {
+  std::istringstream in{std::string(text) + "\n"};
+  QuoteFinder finder(text);
+  try {
+    YAML::Parser parser(in);
+    parser.HandleNextDocument(finder);
+  } catch (const StopParsing&) {
+  } catch (const std::exception&) {  // another error first: not this case
+  }
+  return finder.open;
+}
+
 }  // namespace
 
 std::optional<YamlNode> ParseYaml(std::string_view text, const LineIndex& lines, Sink& sink) {
   std::istringstream in{std::string(text)};
-  TreeBuilder builder(lines, sink);
+  TreeBuilder builder(text, lines, sink);
   const int errors_before = sink.error_count();
   try {
     YAML::Parser parser(in);
@@ -275,6 +358,12 @@ std::optional<YamlNode> ParseYaml(std::string_view text, const LineIndex& lines,
   } catch (const StopParsing&) {
     return std::nullopt;  // reported by the builder
   } catch (const YAML::Exception& e) {
+    if (e.msg == YAML::ErrorMsg::EOF_IN_SCALAR) {
+      if (std::optional<size_t> open = FindUnterminatedQuote(text)) {
+        sink.Error(lines.At(*open), "", kUnterminatedQuote);
+        return std::nullopt;
+      }
+    }
     const Location at = e.mark.is_null() ? Location{} : lines.At(static_cast<size_t>(
                                                             e.mark.pos < 0 ? 0 : e.mark.pos));
     sink.Error(at, "", "YAML syntax error: " + ExplainSyntaxError(e.msg) + builder.Context());

@@ -100,11 +100,18 @@ class PipelineTest(GenCase):
         self.assertEqual(r["params"][0]["cpp"]["client_type"], "std::span<const float>")
         self.assertEqual(ir["files"]["header"], "t/pkg/x.naa.h")
 
-    def test_missing_file(self):
+    def test_unreadable_file_is_an_io_problem(self):
+        # Exit 2 (usage or I/O, docs/idl.md), not 1 (an invalid IDL).
         p = subprocess.run([IDLC, "/nonexistent/y.naa.yaml", "--check"],
                            capture_output=True, text=True)
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 2)
         self.assertIn("/nonexistent/y.naa.yaml: error: cannot read file", p.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x.naa.yaml")
+            os.mkdir(path)
+            p = subprocess.run([IDLC, path, "--check"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("x.naa.yaml: error: cannot read file: it is a directory", p.stderr)
 
     def test_file_name_must_end_in_naa_yaml(self):
         p, files = self.generate(idl(), name="x.yaml")
@@ -121,6 +128,18 @@ class PipelineTest(GenCase):
                                capture_output=True, text=True)
             self.assertEqual(p.returncode, 2)
             self.assertIn("not a naarpc IR", p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+            self.assertEqual(os.listdir(d), ["bad.json"])
+
+    def test_renderer_rejects_an_incomplete_ir(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.json")
+            with open(bad, "w") as f:
+                f.write('{"format": "naarpc-idl-ir/1", "files": {}}')
+            p = subprocess.run(["/usr/bin/python3", GEN, bad, "--out_dir", d],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("not an IR this generator can render", p.stderr)
             self.assertNotIn("Traceback", p.stderr)
             self.assertEqual(os.listdir(d), ["bad.json"])
 

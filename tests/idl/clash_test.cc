@@ -89,6 +89,23 @@ TEST(Clash, RoutinesNamedLikeGeneratedClasses) {
                     "routine 'SService' generates 'SService'"));
 }
 
+// Many services: each lookup sees only the declarations of its name (no
+// longer every service's), and a clash across the file is still found.
+TEST(Clash, ManyServices) {
+  std::string many;
+  for (int i = 0; i < 300; ++i) {
+    many += "  - name: S" + std::to_string(i) + "\n    routines:\n" + R("R", 1);
+  }
+  EXPECT_TRUE(Accepted(Services(many)));
+  EXPECT_TRUE(Clash(Services("  - name: A\n    routines:\n" + R("BC", 1) + many +
+                             "  - name: AB\n    routines:\n" + R("C", 2)),
+                    "routine 'C' generates 'ABCRoutine' (file-scope struct (in the .cc)), which "
+                    "routine 'BC' at line 5 also generates"));
+  EXPECT_TRUE(Clash(Services(many + "  - name: T\n    routines:\n" + R("R", 1, "R", "o")),
+                    "parameter 'R' of 'R' generates 'R' (argument of TClient::RAsync), which "
+                    "hides 'R'"));
+}
+
 TEST(Clash, DistinctNamesAreFine) {
   EXPECT_TRUE(Accepted(Services("  - name: S\n    routines:\n" + R("Add", 1) + R("Sub", 2) +
                                 "  - name: T\n    routines:\n" + R("Add", 3))));

@@ -63,6 +63,42 @@ TEST(Input, YamlSyntaxErrorsKeepTheParsersContext) {
                       "while parsing the flow mapping that starts at line 3, column 3"));
 }
 
+// yaml-cpp reads a quoted string without its closing quote to the end of
+// the file without an error: it is one, at the opening quote, and alone
+// (what the string swallowed is not reported as missing).
+TEST(Input, UnterminatedQuotedStringAtTheEnd) {
+  const std::string routine = Idl();  // its last line is 9
+  const auto only = [](std::string_view text, int line, int column) {
+    bool ok = true;
+    const std::vector<Diagnostic> diags = Diagnose(text, &ok);
+    EXPECT_FALSE(ok);
+    ASSERT_EQ(diags.size(), 1u) << Lines(diags);
+    EXPECT_EQ(diags[0].location, (Location{line, column})) << Lines(diags);
+    EXPECT_EQ(diags[0].message, "YAML syntax error: unterminated quoted string");
+  };
+  only(routine + "        doc: \"unterminated", 10, 14);
+  only(routine + "        doc: \"unterminated\n", 10, 14);
+  only("package: 'audit.t\nservices: []\n", 1, 10);
+  only(routine + "        doc: \"an escaped \\\" is no end\n", 10, 14);
+  only(routine + "        doc: 'nor is '' in single quotes\n", 10, 14);
+  only(routine + "        doc: !!str \"tagged\n", 10, 20);
+  only(Idl(Routine("Add", "1",  // columns count characters: é is 2 bytes
+                   "          - {doc: \"\u00e9\", name: a, type: f32, size: 4, direction: \"in}\n")),
+       8, 64);
+  only(Idl(Routine("Add", "1",
+                   "          - {name: a, type: f32, size: 4, direction: in, doc: \"x}\n")),
+       8, 63);
+  const Result<IdlFile> r = LoadFromString(routine + "        doc: \"x", kPath);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  // Closed ones, whatever they hold.
+  EXPECT_TRUE(Accepted(routine + "        doc: \"say \\\"hi\\\"\""));
+  EXPECT_TRUE(Accepted(routine + "        doc: \"C:\\\\\""));
+  EXPECT_TRUE(Accepted(routine + "        doc: 'it''s'"));
+  EXPECT_TRUE(Accepted(routine + "        doc: \"two\n          lines\"\n"));
+  EXPECT_TRUE(Accepted(routine + "        doc: it's \"plain\n"));
+  EXPECT_TRUE(Accepted(routine + "        doc: |\n          a \" in a block\n"));
+}
+
 TEST(Input, UnsupportedYamlFeaturesAreNamed) {
   const std::string merge =
       "x: &a {p: 1}\npackage: t\nservices:\n  - <<: *a\n    name: S\n";

@@ -101,6 +101,43 @@ TEST(LoadLayouts, ExtentsBeyondTheShape) {
                        "elements; at most 1099511627776 (2^40)"));
 }
 
+// Extents over 2^40 are stated exactly (naarpc::CheckLayout's own arithmetic
+// saturates at 2^63), and a bad entry by its value, not only its index.
+TEST(LoadLayouts, ExtentsOverTheLimitAreStatedExactly) {
+  const std::string repeat =
+      "{name: a, type: u8, size: 4, direction: in, layout: {interleaved: {repeat: [2, 2199023255552]}}}";
+  EXPECT_TRUE(HasError(One(repeat), 8, 92, std::string(kP) + ".layout.interleaved.repeat[1]",
+                       "layout of parameter 'a': repeat[1] is 2199023255552; each must be "
+                       "1..1099511627776 (2^40)"));
+  const std::string shape =
+      "{name: a, type: u8, size: 4, direction: in, "
+      "layout: {subarray: {shape: [4294967296, 4294967296, 4294967296], extents: [1, 2, 2]}}}";
+  EXPECT_TRUE(HasError(One(shape), 8, 84, std::string(kP) + ".layout.subarray.shape",
+                       "the array [4294967296, 4294967296, 4294967296] has "
+                       "79228162514264337593543950336 elements; at most 1099511627776 (2^40)"));
+  const std::string huge =
+      "{name: a, type: u8, size: 4, direction: in, layout: {subarray: {shape: "
+      "[0x7fffffffffffffff, 0x7fffffffffffffff, 0x7fffffffffffffff], extents: [1, 2, 2]}}}";
+  EXPECT_TRUE(HasError(One(huge), 8, 84, std::string(kP) + ".layout.subarray.shape",
+                       "has at least 2^128 elements; at most 1099511627776 (2^40)"));
+  const std::string strided =
+      "{name: a, type: u8, size: 4, direction: in, "
+      "layout: {strided: {count: 1099511627776, block: 1, stride: 1099511627776}}}";
+  EXPECT_TRUE(HasError(One(strided), 8, 83, std::string(kP) + ".layout.strided.count",
+                       "the layout reaches 1208925819613529663078401 elements from its base; "
+                       "at most 1099511627776 (2^40)"));
+  const std::string piece =
+      "{name: a, type: u8, size: 4, direction: in, layout: {composite: [[0, 2], [5, 2199023255552]]}}";
+  EXPECT_TRUE(HasError(One(piece), 8, 86, std::string(kP) + ".layout.composite[1]",
+                       "piece 1 [5, 2199023255557) reaches beyond 1099511627776 (2^40) elements"));
+  // Whole cycles, but more elements than a layout places.
+  const std::string cycles =
+      "{name: a, type: u8, size: 2199023255552, direction: in, layout: {interleaved: {repeat: [1, 1]}}}";
+  EXPECT_TRUE(HasError(One(cycles), 8, 39, std::string(kP) + ".size",
+                       "layout of parameter 'a': 2199023255552 elements; an interleaved layout "
+                       "places at most 1099511627776 (2^40)"));
+}
+
 TEST(LoadLayouts, OverlappingPieces) {
   const std::string p =
       "{name: c, type: u8, size: 6, direction: in, layout: {composite: [[0, 3], [10, 2], [2, 1]]}}";

@@ -94,6 +94,29 @@ TEST(Load, OversizedParameter) {
                        8, 40, "services[0].routines[0].params[0].size", "needs"));
 }
 
+// Sizes over a limit are stated exactly, however large (never a capped value).
+TEST(Load, OversizedCountsAreStatedExactly) {
+  const std::string out = "{name: out, type: u8, size: 1, direction: out}";
+  const std::string p0 = "services[0].routines[0].params[0]";
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: u8, size: 2199023255552, direction: in}", out))),
+                       8, 39, p0 + ".size",
+                       "parameter 'a' needs 2199023255552 bytes; one parameter is limited to "
+                       "1073741824 bytes"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f64, size: 2305843009213693952, direction: in}", out))),
+                       8, 40, p0 + ".size", "parameter 'a' needs 18446744073709551616 bytes;"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f64, size: 9223372036854775807, direction: in}", out))),
+                       8, 40, p0 + ".size", "parameter 'a' needs 73786976294838206456 bytes;"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: u8, max: 2199023255552, direction: in}", out))),
+                       8, 38, p0 + ".max", "parameter 'a' needs 2199023255560 bytes;"));
+  EXPECT_TRUE(HasError(
+      Idl(Routine("Add", "1", Params("{name: d, type: u64, direction: in, stream: {chunk: 2305843009213693952, window: 1}}", out))),
+      8, 65, p0 + ".stream.chunk", "stream 'd' has chunks of 18446744073709551616 bytes;"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", "",
+                                   "        internal:\n          - {name: t, type: f64, size: 2305843009213693952}\n")),
+                       8, 40, "services[0].routines[0].internal[0].size",
+                       "internal region 't' needs 18446744073709551616 bytes; the limit is 1073741824"));
+}
+
 TEST(Load, OneGibParameterIsFine) {
   EXPECT_TRUE(Accepted(Idl(Routine("Add", "1", Params("{name: a, type: u8, size: 1073741824, direction: in}",
                                                       "{name: out, type: u8, size: 1, direction: out}")))));
@@ -197,6 +220,16 @@ TEST(Load, DuplicateRoutineName) {
   EXPECT_EQ(ErrorCount(Idl(Routine("Add", "1") + Routine("Add", "2"))), 1);
 }
 
+TEST(Load, DuplicateServiceName) {
+  const std::string text = "package: t.pkg\nservices:\n  - name: S\n    routines:\n" + Routine() +
+                           "  - name: T\n    routines:\n" + Routine() +
+                           "  - name: S\n    routines:\n" + Routine();
+  EXPECT_TRUE(HasError(text, 17, 11, "services[2].name", "duplicate service name 'S' (first at line 3)"));
+  EXPECT_EQ(ErrorCount(text), 1) << testing::Lines(Diagnose(text));
+  // The front-end alone (the CLI's, Python's) rejects it too.
+  EXPECT_FALSE(LoadFromString(text, testing::kPath).ok());
+}
+
 TEST(Load, DuplicateParameterAndInternalName) {
   EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, direction: in}",
                                                       "{name: a, type: f32, size: 4, direction: out}"))),
@@ -241,6 +274,29 @@ TEST(Load, MissingAndUnknownFields) {
   EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, direction: in}",
                                                       "{name: out, type: f32, size: 4, direciton: out}"))),
                        9, 45, "services[0].routines[0].params[1].direciton", "did you mean 'direction'?"));
+}
+
+TEST(Load, UnknownFieldsSuggestTheFieldMeant) {
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", Params("{name: a, type: f32, size: 4, dir: in}",
+                                                      "{name: out, type: f32, size: 4, direction: out}"))),
+                       8, 43, "services[0].routines[0].params[0].dir", "did you mean 'direction'?"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", "", "        timeout: 100\n")), 7, 9,
+                       "services[0].routines[0].timeout", "did you mean 'timeout_ms'?"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", "", "        deadline: 100\n")), 7, 9,
+                       "services[0].routines[0].deadline", "did you mean 'deadline_ms'?"));
+  EXPECT_TRUE(HasError(Idl("", "    timeout: 100\n"), 4, 5, "services[0].timeout",
+                       "did you mean 'timeout_ms'?"));
+  EXPECT_TRUE(HasError(Idl(Routine("Add", "1", "", "        names: x\n")), 7, 9,
+                       "services[0].routines[0].names", "did you mean 'name'?"));
+  // A longer spelling, a typo, and something unrelated (no guess).
+  const std::string text = Idl(Routine("Add", "1", "", "        codes: 2\n        dox: x\n        colour: red\n"));
+  EXPECT_TRUE(HasError(text, 7, 9, "services[0].routines[0].codes", "did you mean 'code'?"));
+  EXPECT_TRUE(HasError(text, 8, 9, "services[0].routines[0].dox", "did you mean 'doc'?"));
+  for (const Diagnostic& d : Diagnose(text)) {
+    if (d.field == "services[0].routines[0].colour") {
+      EXPECT_EQ(d.message.find("did you mean"), std::string::npos) << d.ToString();
+    }
+  }
 }
 
 TEST(Load, SingleSendOnlyForInputs) {
@@ -344,8 +400,11 @@ TEST(Load, FromFile) {
   ASSERT_EQ(diags.size(), 1u);
   EXPECT_EQ(diags[0].ToString(),
             "/nonexistent/x.naa.yaml: error: cannot read file: No such file or directory");
+  // An I/O problem, not an invalid IDL (naarpc_idlc exits 2 on it, not 1).
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   diags.clear();
-  EXPECT_FALSE(Load("/", &diags).ok());
+  const Result<IdlFile> dir = Load("/", &diags);
+  EXPECT_EQ(dir.status().code(), StatusCode::kNotFound);
   EXPECT_NE(diags.at(0).message.find("directory"), std::string::npos);
 
   const std::string path = ::testing::TempDir() + "/ok.naa.yaml";
