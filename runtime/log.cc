@@ -11,15 +11,24 @@ namespace log_internal {
 
 std::atomic<uint8_t> levels[static_cast<size_t>(LogComponent::kCount)] = {};
 
+}  // namespace log_internal
+
 namespace {
+
+Status ApplyLogSpec(std::string_view spec);
+
 std::once_flag configured;
+
 }  // namespace
+
+namespace log_internal {
 
 void EnsureConfigured() {
   std::call_once(configured, [] {
     for (auto& l : levels) l.store(static_cast<uint8_t>(LogLevel::kInfo), std::memory_order_relaxed);
     if (const char* env = std::getenv("NAARPC_LOG"); env != nullptr && *env != '\0') {
-      Status s = SetLogLevels(env);
+      // ApplyLogSpec, not SetLogLevels: that one configures first (here).
+      Status s = ApplyLogSpec(env);
       if (!s.ok()) std::fprintf(stderr, "naarpc: NAARPC_LOG ignored: %s\n", s.ToString().c_str());
     }
   });
@@ -66,7 +75,16 @@ std::string_view LogComponentName(LogComponent component) {
   return i < std::size(kComponentNames) ? kComponentNames[i] : "?";
 }
 
-Status SetLogLevels(std::string_view spec) {
+namespace {
+
+// Parses `spec` and sets the levels it names (a bad spec changes nothing).
+// Quotes at most this much of a bad part in its error.
+constexpr size_t kMaxQuoted = 64;
+std::string Quoted(std::string_view s) {
+  return s.size() <= kMaxQuoted ? std::string(s) : std::string(s.substr(0, kMaxQuoted)) + "...";
+}
+
+Status ApplyLogSpec(std::string_view spec) {
   // Parse everything first: a bad spec changes nothing. A bare level sets
   // every component; "component=level" parts win over it, whatever the order.
   constexpr size_t kN = static_cast<size_t>(LogComponent::kCount);
@@ -74,6 +92,7 @@ Status SetLogLevels(std::string_view spec) {
   LogLevel default_level = LogLevel::kInfo;
   bool named[kN] = {};
   LogLevel named_level[kN] = {};
+  bool any = false;
   while (!spec.empty()) {
     const size_t comma = spec.find(',');
     std::string_view part = spec.substr(0, comma);
@@ -81,11 +100,12 @@ Status SetLogLevels(std::string_view spec) {
     while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
     while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
     if (part.empty()) continue;
+    any = true;
     const size_t eq = part.find('=');
     LogLevel level;
     if (eq == std::string_view::npos) {
       if (!ParseLevel(part, &level)) {
-        return InvalidArgumentError("log spec: unknown level '" + std::string(part) +
+        return InvalidArgumentError("log spec: unknown level '" + Quoted(part) +
                                     "' (trace, debug, info, warn, error, off)");
       }
       have_default = true;
@@ -94,19 +114,22 @@ Status SetLogLevels(std::string_view spec) {
     }
     const std::string_view name = part.substr(0, eq);
     if (!ParseLevel(part.substr(eq + 1), &level)) {
-      return InvalidArgumentError("log spec: unknown level in '" + std::string(part) + "'");
+      return InvalidArgumentError("log spec: unknown level in '" + Quoted(part) + "'");
     }
     size_t c = 0;
     while (c < kN && kComponentNames[c] != name) ++c;
     if (c == kN) {
-      return InvalidArgumentError("log spec: unknown component '" + std::string(name) +
+      return InvalidArgumentError("log spec: unknown component '" + Quoted(name) +
                                   "' (runtime, client, server, transport, emulated, verbs, "
                                   "calls, metrics)");
     }
     named[c] = true;
     named_level[c] = level;
   }
-  log_internal::EnsureConfigured();
+  if (!any) {
+    return InvalidArgumentError(
+        "log spec: empty (a level, e.g. 'warn', and/or component=level parts, comma-separated)");
+  }
   for (size_t c = 0; c < kN; ++c) {
     if (named[c]) {
       log_internal::levels[c].store(static_cast<uint8_t>(named_level[c]),
@@ -117,6 +140,13 @@ Status SetLogLevels(std::string_view spec) {
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status SetLogLevels(std::string_view spec) {
+  log_internal::EnsureConfigured();  // NAARPC_LOG first, so that `spec` wins over it
+  return ApplyLogSpec(spec);
 }
 
 void SetLogLevel(LogComponent component, LogLevel level) {

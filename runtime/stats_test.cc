@@ -257,6 +257,13 @@ TEST(LogTest, LevelsPerComponent) {
   // A bad spec changes nothing.
   EXPECT_EQ(SetLogLevels("debug,nosuch=info").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(SetLogLevels("loud").code(), StatusCode::kInvalidArgument);
+  for (const char* empty : {"", ",,,", " ", " , "}) {
+    EXPECT_EQ(SetLogLevels(empty).code(), StatusCode::kInvalidArgument) << "'" << empty << "'";
+  }
+  // A long bad part is quoted in part.
+  const Status long_bad = SetLogLevels(std::string(100'000, 'x'));
+  EXPECT_EQ(long_bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_LT(long_bad.message().size(), 200u) << long_bad.message().size();
   EXPECT_EQ(GetLogLevel(LogComponent::kVerbs), LogLevel::kError);
   ASSERT_TRUE(SetLogLevels("info").ok());
 }
