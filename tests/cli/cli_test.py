@@ -6,6 +6,7 @@ ports; a test waits for the server's printed 'listening' line, never sleeps.
 Nothing here asserts a duration.
 """
 
+import http.server
 import json
 import os
 import pty
@@ -17,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 NAARPC = os.path.abspath("tools/naarpc/naarpc")
@@ -280,6 +282,72 @@ class DescribeTest(unittest.TestCase):
             self.assertIn(flag, out)
         rc, out, err = run()
         self.assertEqual(rc, EXIT_USAGE)
+
+
+# ---- the command line itself ------------------------------------------------------------------
+
+class CommandLineTest(unittest.TestCase):
+
+    def test_unknown_subcommand(self):
+        rc, out, err = run("descibe", TYPES)
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertEqual(err, "naarpc: unknown subcommand 'descibe'; did you mean 'describe'? "
+                              "(subcommands: describe, call, serve, bench, stats; "
+                              "naarpc --help)\n")
+        rc, out, err = run("frobnicate")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertEqual(err, "naarpc: unknown subcommand 'frobnicate' (subcommands: describe, "
+                              "call, serve, bench, stats; naarpc --help)\n")
+        rc, out, err = run("stat", "--target", "127.0.0.1:1")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("unknown subcommand 'stat'; did you mean 'stats'?", err)
+        rc, out, err = run("--bogus")
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("unknown option '--bogus': a subcommand comes first", err)
+        rc, out, err = run()
+        self.assertEqual(rc, EXIT_USAGE)
+        self.assertIn("a subcommand is required: describe, call, serve, bench, stats", err)
+
+    def test_integer_options(self):
+        call = ("call", "--idl", TYPES, "--target", "127.0.0.1:1", "U8", "--in", "x=zeros")
+        bench = ("bench", "--idl", TYPES, "--target", "127.0.0.1:1", "U8")
+        serve = ("serve", "--idl", TYPES)
+        cases = [
+            (call + ("--deadline", "1.5"),
+             "--deadline: expected an integer number of milliseconds (1..86400000), got '1.5'"),
+            (call + ("--deadline", "abc"),
+             "--deadline: expected an integer number of milliseconds (1..86400000), got 'abc'"),
+            (call + ("--deadline", "0"),
+             "--deadline: 0 is out of the range 1..86400000 (number of milliseconds)"),
+            (call + ("--deadline", "99999999999999999999"),
+             "--deadline: 99999999999999999999 is out of the range 1..86400000"),
+            (bench + ("--deadline", "2.5"),
+             "--deadline: expected an integer number of milliseconds (1..86400000), got '2.5'"),
+            (call + ("--repeat", "1e3"),
+             "--repeat: expected an integer number of calls (1..1099511627776), got '1e3'"),
+            (serve + ("--port", "1.5"),
+             "--port: expected an integer port number (0..65535), got '1.5'"),
+            (serve + ("--port", "70000"), "--port: 70000 is out of the range 0..65535"),
+            (serve + ("--max-regions", "x"),
+             "--max-regions: expected an integer number of regions (1..255), got 'x'"),
+            (serve + ("--max-connections", "2.0"),
+             "--max-connections: expected an integer number of connections (1..65536)"),
+            (serve + ("--metrics-port", "-1"), "--metrics-port: -1 is out of the range 0..65535"),
+            (serve + ("--idle-timeout", "1s"),
+             "--idle-timeout: expected an integer number of milliseconds (0..86400000)"),
+            (bench + ("--duration", "abc"),
+             "--duration: expected a number of seconds in (0, 3600], got 'abc'"),
+            (bench + ("--duration", "0"), "--duration: 0 is out of the range (0, 3600]"),
+            (bench + ("--duration", "1e999"), "--duration: 1e999 is out of the range (0, 3600]"),
+            (bench + ("--duration", "0.0015"),
+             "--duration: 0.0015 is not a whole number of milliseconds"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args[-2:]):
+                rc, out, err = run(*args)
+                self.assertEqual(rc, EXIT_USAGE, err)
+                self.assertIn(message, err)
+                self.assertNotIn("not in range", err)
 
 
 # ---- call against naarpc serve, both dialects --------------------------------------------------
@@ -620,6 +688,40 @@ class CallServeBase:
         rc, out, err = self.call(self.echo, "U32", "--in", 'x={"a": 1}')
         self.assertEqual(rc, EXIT_USAGE)
         self.assertIn("expected a JSON array of u32", err)
+
+    def test_numbers_beyond_the_type(self):
+        # JSON reads integers beyond 64 bits as doubles and refuses numbers
+        # beyond f64: still "out of the range", quoting the number as given.
+        cases = [
+            ("U64", "[18446744073709551616, 0]",
+             "parameter 'x'[0]: 18446744073709551616 is out of the range of u64 "
+             "(0..18446744073709551615)"),
+            ("I64", "[0, -9223372036854775809]",
+             "parameter 'x'[1]: -9223372036854775809 is out of the range of i64 "
+             "(-9223372036854775808..9223372036854775807)"),
+            ("U8", "[99999999999999999999999, 0, 0, 0]",
+             "parameter 'x'[0]: 99999999999999999999999 is out of the range of u8 (0..255)"),
+            ("F64", "[0, 1e309, 0]", "parameter 'x'[1]: 1e309 is out of the range of f64"),
+            ("F64", "-1e309", "parameter 'x'[0]: -1e309 is out of the range of f64"),
+            ("F32", "[1e39, 0, 0, 0]", "parameter 'x'[0]: 1e39 is out of the range of f32"),
+            ("U32", "[1, 2e30, 3]", "parameter 'x'[1]: expected an integer (u32), got 2e+30"),
+        ]
+        for routine, value, message in cases:
+            with self.subTest(routine=routine, value=value):
+                rc, out, err = self.call(self.echo, routine, "--in", "x=" + value)
+                self.assertEqual(rc, EXIT_USAGE, err)
+                self.assertIn("naarpc: --in x: " + message + "\n", err)
+        rc, out, err = self.call(self.echo, "Shapes.Var", "--in", "data=seq:99999999999999999999")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("parameter 'data': 'seq:99999999999999999999': the element count is too "
+                      "large; it takes at most 1048576 u8", err)
+        rc, out, err = self.call(self.echo, "U8", "--in", "x=zeros:18446744073709551616")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("the element count is too large; it takes exactly 4 u8", err)
+        for count in ("", "+4", " 4", "4x"):
+            rc, out, err = self.call(self.echo, "U8", "--in", "x=zeros:" + count)
+            self.assertEqual(rc, EXIT_USAGE, err)
+            self.assertIn("'zeros:%s': the element count must be a decimal number" % count, err)
 
     def test_missing_unknown_and_output_params(self):
         rc, out, err = self.call(self.echo, "F32")
@@ -1000,6 +1102,95 @@ class ErrorsTest(unittest.TestCase):
 
 # ---- bench ------------------------------------------------------------------------------------
 
+# ---- stats ----------------------------------------------------------------------------------
+
+class FakeMetrics:
+    """An HTTP server answering GET /metrics with `status` and `body`."""
+
+    def __init__(self, status, body):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+class StatsTest(unittest.TestCase):
+
+    def test_table_and_raw(self):
+        server = naarpc_serve(TYPES, "--metrics-port", "0", "--metrics-address", "127.0.0.1")
+        try:
+            naa_port = str(server.port)
+            # The metrics line follows in the same flush as the listening line.
+            line = ""
+            while "metrics on" not in line:
+                line = server.proc.stdout.readline()
+                self.assertTrue(line, "no metrics line")
+            metrics_port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
+            rc, out, err = run("call", "--idl", TYPES, "--target", "127.0.0.1:" + naa_port,
+                               "--transport", "emulated", "U8", "--in", "x=zeros")
+            self.assertEqual(rc, EXIT_OK, err)
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % metrics_port)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertRegex(out, r"^SIDE +ROUTINE +PEER +CALLS ")
+            self.assertRegex(out, r"\nnaa +Types\.U8 +127\.0\.0\.1 +1 +0 +0 ")
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % metrics_port, "--raw")
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertIn("naarpc_calls_total{", out)
+            # The NAA's own port is not the metrics endpoint.
+            rc, out, err = run("stats", "--target", "127.0.0.1:" + naa_port)
+            self.assertEqual(rc, EXIT_UNREACHABLE, err)
+            self.assertIn("naarpc: http://127.0.0.1:%s/metrics: no HTTP response" % naa_port, err)
+            self.assertIn("is this the metrics port (serve --metrics-port), not the NAA's?", err)
+        finally:
+            server.stop()
+
+    def test_unreachable(self):
+        port = free_port()
+        rc, out, err = run("stats", "--target", "127.0.0.1:%d" % port)
+        self.assertEqual(rc, EXIT_UNREACHABLE, err)
+        self.assertEqual(err, "naarpc: http://127.0.0.1:%d/metrics: cannot connect: Connection "
+                              "refused\n" % port)
+        rc, out, err = run("stats", "--target", "nosuchhost.invalid:9464")
+        self.assertEqual(rc, EXIT_UNREACHABLE, err)
+        self.assertIn("naarpc: http://nosuchhost.invalid:9464/metrics: cannot resolve "
+                      "'nosuchhost.invalid': ", err)
+        rc, out, err = run("stats", "--target", "127.0.0.1")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("--target needs the metrics port (HOST:PORT)", err)
+
+    def test_not_a_metrics_endpoint(self):
+        fake = FakeMetrics(404, b"no such page")
+        try:
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % fake.port)
+        finally:
+            fake.stop()
+        self.assertEqual(rc, EXIT_UNREACHABLE, err)
+        self.assertIn("/metrics answered HTTP 404 (Not Found); is this the metrics port", err)
+        fake = FakeMetrics(200, b"# a comment\nnot metrics at all\n")
+        try:
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % fake.port)
+        finally:
+            fake.stop()
+        self.assertEqual(rc, EXIT_FAILURE, err)
+        self.assertIn("/metrics: not the Prometheus text format: metrics line 2: "
+                      "'not metrics at all'", err)
+
+
 def png_size(path):
     with open(path, "rb") as f:
         head = f.read(24)
@@ -1124,6 +1315,42 @@ class BenchTest(unittest.TestCase):
                               ("raw", "262144", "524296"), ("raw", "64", "136")])
         finally:
             server.stop()
+
+    def test_size_zero_sends_empty_inputs(self):
+        # 0 is a size like any other: empty variable-length inputs and streams.
+        csv = os.path.join(self.tmp, "zero.csv")
+        rc, out, err = self.bench("Shapes.Var", "--no-baseline", "--sizes", "0,64", "--csv", csv)
+        self.assertEqual(rc, EXIT_OK, err)
+        with open(csv) as f:
+            rows = [l.split(",") for l in f.read().splitlines()[1:]]
+        # Length headers only, each way; 64 bytes: 8 + 64 each way.
+        self.assertEqual([(r[4], r[7]) for r in rows], [("0", "16"), ("64", "144")])
+        server = naarpc_serve(STREAM)
+        try:
+            rc, out, err = run("bench", "--idl", STREAM, "--target",
+                               "127.0.0.1:%d" % server.port, "--transport", "emulated",
+                               "--duration", "0.05", "--no-baseline", "StreamOps.Checksum",
+                               "--sizes", "0", "--csv", csv)
+            self.assertEqual(rc, EXIT_OK, err)
+            with open(csv) as f:
+                rows = [l.split(",") for l in f.read().splitlines()[1:]]
+            # No stream bytes; the 4 x u64 digest back.
+            self.assertEqual([(r[4], r[7]) for r in rows], [("0", "32")])
+        finally:
+            server.stop()
+
+    def test_sizes_not_whole_elements(self):
+        # Refused before anything is measured (no NAA at this target).
+        rc, out, err = run("bench", "--idl", VECTOR, "--target", "127.0.0.1:1", "--transport",
+                           "emulated", "--no-baseline", "VectorArith.Prefix", "--sizes", "16,12")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("--sizes 12: not a multiple of Prefix's element size 8 bytes "
+                      "(parameter 'x': i64)", err)
+        self.assertEqual(out, "")
+        rc, out, err = self.bench("Shapes.InPlace", "--sizes", "3")
+        self.assertEqual(rc, EXIT_USAGE, err)
+        self.assertIn("--sizes 3: not a multiple of InPlace's element size 4 bytes "
+                      "(parameter 'v': i32)", err)
 
     def test_no_baseline_fixed_size(self):
         csv = os.path.join(self.tmp, "fixed.csv")

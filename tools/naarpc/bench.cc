@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "bench/transport_pingpong.h"
 #include "naarpc/transport_factory.h"
@@ -45,26 +46,35 @@ Status RawOnce(RawClient& c) {
                                  : TransportError("raw ping-pong round trip failed (see above)");
 }
 
-// The inputs of one call of payload `size` (0: every parameter full).
-Result<std::map<std::string, Value>> InputsFor(const BenchOptions& o, uint64_t size) {
+// The inputs of one call of payload `size` bytes (nullopt: every parameter
+// full; 0: variable-length inputs and input streams empty).
+Result<std::map<std::string, Value>> InputsFor(const BenchOptions& o,
+                                               std::optional<uint64_t> size) {
   std::map<std::string, Value> inputs;
   for (const idl::Param& p : o.routine->params) {
     if (!p.is_input()) continue;
     auto given = o.inputs.find(p.name);
     std::string spec = given == o.inputs.end() ? "random" : given->second;
-    if (StreamOf(p) && size == 0) {
+    if (StreamOf(p) && !size) {
       return InvalidArgumentError("parameter '" + p.name +
                                   "' is a stream: give --sizes (its bytes per call)");
     }
-    if ((p.variable || StreamOf(p)) && size != 0) {
+    if ((p.variable || StreamOf(p)) && size) {
       if (spec != "random" && spec != "seq" && spec != "zeros") {
         return InvalidArgumentError("--in " + p.name + "=" + spec +
                                     ": with --sizes, a variable-length input takes a generator "
                                     "(zeros, seq or random; the size sets its length)");
       }
-      const uint64_t n = size / idl::Describe(p.type).size;
+      const uint32_t element = idl::Describe(p.type).size;
+      if (*size % element != 0) {  // no silent rounding down to whole elements
+        return InvalidArgumentError("--sizes " + Human(*size) + ": not a multiple of " +
+                                    o.routine->name + "'s element size " +
+                                    std::to_string(element) + " bytes (parameter '" + p.name +
+                                    "': " + std::string(idl::Describe(p.type).idl) + ")");
+      }
+      const uint64_t n = *size / element;
       if (!StreamOf(p) && n > p.count) {
-        return InvalidArgumentError("--sizes " + Human(size) + ": parameter '" + p.name +
+        return InvalidArgumentError("--sizes " + Human(*size) + ": parameter '" + p.name +
                                     "' takes at most " + std::to_string(p.count) + " x " +
                                     std::string(idl::Describe(p.type).idl) + " (" +
                                     std::to_string(p.data_bytes()) + " bytes)");
@@ -113,20 +123,20 @@ Result<uint64_t> ParseSize(std::string_view text) {
 Status RunBench(const BenchOptions& o) {
   const idl::Routine& r = *o.routine;
   const std::string name = o.service->name + "." + r.name;
-  std::vector<uint64_t> sizes = o.sizes;
   bool has_variable_input = false;
   for (const idl::Param& p : r.params) {
     has_variable_input |= (p.variable || StreamOf(p)) && p.is_input();
   }
-  if (!sizes.empty() && !has_variable_input) {
+  if (!o.sizes.empty() && !has_variable_input) {
     return InvalidArgumentError("--sizes: " + name +
                                 " has no variable-length input, so its "
                                 "payload is fixed; omit --sizes");
   }
-  // Check every size before measuring anything.
+  // Check every size before measuring anything. nullopt: the full size.
+  std::vector<std::optional<uint64_t>> sizes(o.sizes.begin(), o.sizes.end());
   std::vector<std::map<std::string, Value>> inputs;
-  if (sizes.empty()) sizes.push_back(0);
-  for (uint64_t size : sizes) {
+  if (sizes.empty()) sizes.push_back(std::nullopt);
+  for (const std::optional<uint64_t>& size : sizes) {
     NAARPC_ASSIGN_OR_RETURN(auto in, InputsFor(o, size));
     inputs.push_back(std::move(in));
   }
@@ -168,7 +178,8 @@ Status RunBench(const BenchOptions& o) {
   std::vector<Point> points;
   for (size_t si = 0; si < sizes.size(); ++si) {
     for (int clients : o.clients) {
-      const std::string detail = Human(sizes[si]) + " B, " + std::to_string(clients) +
+      const std::string detail = (sizes[si] ? Human(*sizes[si]) + " B, " : "full size, ") +
+                                 std::to_string(clients) +
                                  (clients == 1 ? " client" : " clients");
       // naarpc: one session (connection) per client.
       std::vector<std::unique_ptr<NaarpcClient>> calls;
@@ -199,7 +210,7 @@ Status RunBench(const BenchOptions& o) {
       for (auto& c : calls) c->call->session().Close().IgnoreError();
       Point p = *point;
       p.kind = "naarpc";
-      p.size = sizes[si] != 0 ? sizes[si] : sent;
+      p.size = sizes[si] ? *sizes[si] : sent;
       p.clients = clients;
       p.bytes_per_call = bytes;
       p.mb_per_s = p.calls_per_s * double(bytes) / 1e6;

@@ -31,8 +31,9 @@ struct BenchOptions {
   ClientOptions client;                        // dialect, timeouts
   std::chrono::milliseconds call_deadline{0};  // 0: the routine's deadline_ms
   // Payload bytes per call: each size sets the element count of every
-  // variable-length input (bytes / element size). Empty: the routine's full
-  // size once.
+  // variable-length input and input stream (bytes / element size; a size
+  // that is not a whole number of elements is refused; 0: empty). Empty: the
+  // routine's full size once.
   std::vector<uint64_t> sizes;
   // --in NAME=SPEC per input (ParseValue); unnamed inputs are random. With
   // sizes, variable-length inputs take a generator: zeros, seq or random.

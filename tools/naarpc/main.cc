@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -99,10 +102,7 @@ int Bench(const BenchArgs& a) {
   auto clients = SplitList<int>(a.clients, "--clients", &ParseClients);
   if (!clients.ok()) return Fail(kExitUsage, clients.status().message());
   o.clients = *clients;
-  if (!(a.duration_s > 0 && a.duration_s <= 3600)) {
-    return Fail(kExitUsage, "--duration: seconds in (0, 3600]");
-  }
-  o.duration = std::chrono::milliseconds(std::max<int64_t>(1, a.duration_s * 1000));
+  o.duration = std::chrono::milliseconds(std::llround(a.duration_s * 1000));  // DurationSeconds
   o.csv_path = a.csv;
   o.plot_prefix = a.plot;
   o.baseline = !a.no_baseline;
@@ -137,6 +137,45 @@ int Bench(const BenchArgs& a) {
   return kExitOk;
 }
 
+// An integer option in lo..hi. CLI11's Range alone words "1.5" or "abc" as
+// "not in range"; `noun` says what the integer counts ("number of
+// milliseconds").
+CLI::Validator IntegerIn(int64_t lo, int64_t hi, const std::string& noun) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ptr != s.data() + s.size() || r.ec == std::errc::invalid_argument) {
+          return "expected an integer " + noun + " (" + range + "), got '" + s + "'";
+        }
+        if (r.ec == std::errc::result_out_of_range || v < lo || v > hi) {
+          return s + " is out of the range " + range + " (" + noun + ")";
+        }
+        s = std::to_string(v);  // "-0" as "0" for the unsigned options
+        return std::string();
+      },
+      "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]");
+}
+
+// --duration: seconds in (0, 3600], whole milliseconds (the timer's unit).
+CLI::Validator DurationSeconds() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(s.c_str(), &end);  // 1e999: infinity, out of range
+        if (s.empty() || end != s.c_str() + s.size() || std::isnan(d)) {
+          return "expected a number of seconds in (0, 3600], got '" + s + "'";
+        }
+        if (!(d > 0 && d <= 3600)) return s + " is out of the range (0, 3600] (seconds)";
+        if (std::fabs(d * 1000 - std::round(d * 1000)) > 1e-6) {
+          return s + " is not a whole number of milliseconds";
+        }
+        return std::string();
+      },
+      "FLOAT in (0 - 3600]");
+}
+
 void AddCommon(CLI::App* cmd, CommonArgs& c) {
   cmd->add_option("--idl", c.idl, "the IDL file (*.naa.yaml)")->required();
   cmd->add_option("--target", c.targets,
@@ -165,7 +204,58 @@ void AddCommon(CLI::App* cmd, CommonArgs& c) {
   cmd->add_option("--deadline", c.deadline_ms,
                   "milliseconds per call (the first includes connecting and the MRSP); "
                   "default: the routine's deadline_ms")
-      ->check(CLI::Range(int64_t{1}, int64_t{86'400'000}));
+      ->check(IntegerIn(1, 86'400'000, "number of milliseconds"));
+}
+
+// Edits (insertions, deletions, substitutions) from a to b.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::vector<const CLI::App*> Subcommands(const CLI::App& app) {
+  return app.get_subcommands([](const CLI::App*) { return true; });
+}
+
+// "describe, call, serve, bench, stats".
+std::string SubcommandNames(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : Subcommands(app)) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return names;
+}
+
+// "unknown subcommand 'descibe'; did you mean 'describe'? (subcommands: ...)".
+std::string UnknownSubcommand(const CLI::App& app, const std::string& word) {
+  const std::string names = SubcommandNames(app);
+  std::string closest;
+  size_t best = 3;  // suggest at most 2 edits away, or a prefix ("stat", "benchmark")
+  for (const CLI::App* sub : Subcommands(app)) {
+    const std::string& name = sub->get_name();
+    const size_t d = name.starts_with(word) || word.starts_with(name) ? 1 : EditDistance(word, name);
+    if (d < best) {
+      best = d;
+      closest = name;
+    }
+  }
+  if (word.starts_with("-")) {
+    return "unknown option '" + word + "': a subcommand comes first (" + names +
+           "; naarpc --help)";
+  }
+  return "unknown subcommand '" + word + "'" +
+         (closest.empty() ? "" : "; did you mean '" + closest + "'?") + " (subcommands: " +
+         names + "; naarpc --help)";
 }
 
 }  // namespace
@@ -206,7 +296,7 @@ int Main(int argc, char** argv) {
   c->add_option("--repeat", call.repeat,
                 "call N times on one connection (prints the last "
                 "outputs and the rate)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+      ->check(IntegerIn(1, int64_t{1} << 40, "number of calls"));
   c->add_flag("--json", call.json, "print the status and outputs as JSON");
 
   ServeArgs serve;
@@ -220,7 +310,7 @@ int Main(int argc, char** argv) {
                 "fail:CODE|NAME; default echo");
   s->add_option("--address", serve.address, "address to listen on")->capture_default_str();
   s->add_option("--port", serve.port, "port (0: any free port)")
-      ->check(CLI::Range(0, 65535))
+      ->check(IntegerIn(0, 65535, "port number"))
       ->capture_default_str();
   s->add_option("--port-file", serve.port_file, "write the port to this file once listening");
   s->add_option("--transport", serve.transport, "emulated | verbs | auto")
@@ -233,11 +323,11 @@ int Main(int argc, char** argv) {
   s->add_option("--max-regions", serve.max_regions,
                 "regions per connection (MRSP error 0x03 "
                 "beyond)")
-      ->check(CLI::Range(1, 255))
+      ->check(IntegerIn(1, 255, "number of regions"))
       ->capture_default_str();
   s->add_option("--max-connections", serve.max_connections,
                 "concurrent connections (more are refused)")
-      ->check(CLI::Range(1, 65536))
+      ->check(IntegerIn(1, 65536, "number of connections"))
       ->capture_default_str();
   s->add_option("--max-bytes-per-connection", serve.max_bytes_per_connection,
                 "region bytes one connection may register, e.g. 64M, 4G (MRSP error beyond)")
@@ -245,13 +335,13 @@ int Main(int argc, char** argv) {
   s->add_option("--metrics-port", serve.metrics_port,
                 "serve per-routine statistics in the Prometheus text format on "
                 "http://ADDRESS:PORT/metrics (0: any free port; docs/operating.md)")
-      ->check(CLI::Range(0, 65535));
+      ->check(IntegerIn(0, 65535, "port number"));
   s->add_option("--metrics-address", serve.metrics_address,
                 "address of the metrics endpoint")
       ->capture_default_str();
   s->add_option("--idle-timeout", serve.idle_timeout_ms,
                 "milliseconds: close connections idle this long (0: never)")
-      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->check(IntegerIn(0, 86'400'000, "number of milliseconds"))
       ->capture_default_str();
 
   BenchArgs bench;
@@ -269,6 +359,7 @@ int Main(int argc, char** argv) {
                 "NAME=VALUE for an input, as for call (default random); with --sizes a "
                 "variable-length input takes zeros, seq or random");
   b->add_option("--duration", bench.duration_s, "seconds per (size, clients) point")
+      ->check(DurationSeconds())
       ->capture_default_str();
   b->add_option("--csv", bench.csv, "write the results as CSV");
   b->add_option("--plot", bench.plot,
@@ -289,6 +380,15 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // No subcommand, and words left over: CLI11 would say only "A subcommand
+    // is required".
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      return Fail(kExitUsage, UnknownSubcommand(app, app.remaining().front()));
+    }
+    if (app.get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&e)) {
+      return Fail(kExitUsage, "a subcommand is required: " + SubcommandNames(app) +
+                                  " (naarpc --help)");
+    }
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }

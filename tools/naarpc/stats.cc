@@ -1,11 +1,19 @@
 #include "tools/naarpc/stats.h"
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <tuple>
 
 #include "runtime/httplib_config.h"
+#include "tools/naarpc/cli_common.h"
 #include "tools/naarpc/target.h"
 
 namespace naarpc::cli {
@@ -141,41 +149,104 @@ std::string StatsTable(const std::vector<MetricSample>& samples, const std::stri
   return out;
 }
 
+namespace {
+
+// Why a TCP connection to host:port fails ("cannot connect: Connection
+// refused", "cannot resolve ..."), found by connecting again: cpp-httplib 0.11
+// reports only Error::Connection, and leaves errno at EINPROGRESS. "" if it
+// connects now.
+std::string ConnectProblem(const std::string& host, uint16_t port, int timeout_ms) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
+  if (rc != 0) return "cannot resolve '" + host + "': " + gai_strerror(rc);
+  std::string problem = "cannot connect: no address";
+  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+      problem = std::string("cannot connect: ") + std::strerror(errno);
+      continue;
+    }
+    int err = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = poll(&p, 1, timeout_ms);
+      socklen_t len = sizeof err;
+      if (ready == 0) {
+        err = ETIMEDOUT;
+      } else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    close(fd);
+    if (err == 0) {
+      problem.clear();
+      break;
+    }
+    problem = std::string("cannot connect: ") + std::strerror(err);
+  }
+  freeaddrinfo(list);
+  return problem;
+}
+
+}  // namespace
+
 int Stats(const StatsArgs& a) {
   auto target = ParseTarget(a.target);
-  if (!target.ok()) {
-    std::fprintf(stderr, "naarpc: %s\n", target.status().message().c_str());
-    return 2;
-  }
+  if (!target.ok()) return Fail(kExitUsage, target.status().message());
   if (a.target.find(':') == std::string::npos || a.target.back() == ']') {
-    std::fprintf(stderr, "naarpc: --target needs the metrics port (HOST:PORT)\n");
-    return 2;
+    return Fail(kExitUsage, "--target needs the metrics port (HOST:PORT)");
   }
+  constexpr int kConnectTimeoutS = 5, kReadTimeoutS = 10;
+  const std::string url = "http://" + a.target + "/metrics";
   httplib::Client http(target->host, target->port);
-  http.set_connection_timeout(5);
-  http.set_read_timeout(10);
+  http.set_connection_timeout(kConnectTimeoutS);
+  http.set_read_timeout(kReadTimeoutS);
   auto res = http.Get("/metrics");
   if (!res) {
-    std::fprintf(stderr, "naarpc: no answer from http://%s/metrics (%s)\n", a.target.c_str(),
-                 httplib::to_string(res.error()).c_str());
-    return 4;
+    // httplib::to_string() is the enum's name ("Connection"): say what happened.
+    std::string what;
+    switch (res.error()) {
+      case httplib::Error::Connection: {
+        const std::string problem =
+            ConnectProblem(target->host, target->port, kConnectTimeoutS * 1000);
+        what = problem.empty() ? "cannot connect (a second attempt did)" : problem;
+        break;
+      }
+      case httplib::Error::ConnectionTimeout:
+        what = "cannot connect: no connection within " + std::to_string(kConnectTimeoutS) + " s";
+        break;
+      case httplib::Error::Read:
+        what = "no HTTP response (the connection closed, or nothing came within " +
+               std::to_string(kReadTimeoutS) +
+               " s); is this the metrics port (serve --metrics-port), not the NAA's?";
+        break;
+      case httplib::Error::Write:
+        what = "sending the request failed (the connection closed)";
+        break;
+      default:
+        what = "the request failed (cpp-httplib error " + httplib::to_string(res.error()) + ")";
+    }
+    return Fail(kExitUnreachable, url + ": " + what);
   }
   if (res->status != 200) {
-    std::fprintf(stderr, "naarpc: http://%s/metrics answered HTTP %d\n", a.target.c_str(),
-                 res->status);
-    return 4;
+    return Fail(kExitUnreachable, url + " answered HTTP " + std::to_string(res->status) +
+                                      (res->reason.empty() ? "" : " (" + res->reason + ")") +
+                                      "; is this the metrics port (serve --metrics-port)?");
   }
   if (a.raw) {
     std::fputs(res->body.c_str(), stdout);
-    return 0;
+    return kExitOk;
   }
   auto samples = ParseExposition(res->body);
   if (!samples.ok()) {
-    std::fprintf(stderr, "naarpc: %s\n", samples.status().message().c_str());
-    return 1;
+    return Fail(kExitFailure,
+                url + ": not the Prometheus text format: " + samples.status().message());
   }
   std::fputs(StatsTable(*samples, a.side).c_str(), stdout);
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace naarpc::cli

@@ -31,7 +31,8 @@ Result<std::vector<MetricSample>> ParseExposition(const std::string& text);
 // naa or all.
 std::string StatsTable(const std::vector<MetricSample>& samples, const std::string& side);
 
-// Exit status as the other subcommands: 0, 2 bad arguments, 4 unreachable.
+// Exit status as the other subcommands: 0, 1 not the metrics format, 2 bad
+// arguments, 4 unreachable or not an HTTP metrics endpoint.
 int Stats(const StatsArgs& args);
 
 }  // namespace naarpc::cli

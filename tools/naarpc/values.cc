@@ -10,7 +10,9 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -32,7 +34,7 @@ constexpr uint64_t kMaxStreamBytes = uint64_t{1} << 30;
 
 Status CheckCount(const idl::Param& p, uint64_t n) {
   if (StreamOf(p)) {
-    if (n * ElementSize(p) > kMaxStreamBytes) {
+    if (n > kMaxStreamBytes / ElementSize(p)) {  // n * size could wrap
       return InvalidArgumentError(ParamName(p) + ": " + std::to_string(n) + " " + TypeName(p) +
                                   " elements; naarpc call holds a stream in memory, 1 GiB at most");
     }
@@ -111,8 +113,75 @@ int64_t LoadInt(const std::byte* in, uint32_t size) {
   return static_cast<int64_t>(v);
 }
 
+std::string RangeText(const idl::Param& p) {
+  const IntRange r = RangeOf(p.type);
+  return TypeName(p) + " (" + std::to_string(r.min) + ".." + std::to_string(r.max) + ")";
+}
+
+// A JSON number's text as written: nlohmann reads an integer beyond 64 bits
+// as a double and refuses one beyond f64, so messages quote the token.
+class NumberTokens : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  // Float tokens of the top-level array's elements (or of a bare number: 0).
+  std::map<size_t, std::string> floats;
+  // A number beyond f64 (nlohmann's error 406): its token, and its element
+  // (nullopt: inside a nested array or an object).
+  std::optional<std::pair<std::optional<size_t>, std::string>> overflow;
+
+  bool null() override { return Scalar(); }
+  bool boolean(bool) override { return Scalar(); }
+  bool number_integer(number_integer_t) override { return Scalar(); }
+  bool number_unsigned(number_unsigned_t) override { return Scalar(); }
+  bool number_float(number_float_t, const string_t& s) override {
+    if (depth_ == 0 || (depth_ == 1 && array_)) floats[index_] = s;
+    return Scalar();
+  }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override { return Open(false); }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return Close(); }
+  bool start_array(std::size_t) override { return Open(true); }
+  bool end_array() override { return Close(); }
+  bool parse_error(std::size_t, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    if (e.id == 406) {
+      overflow.emplace(depth_ == 0 || (depth_ == 1 && array_) ? std::optional(index_)
+                                                              : std::nullopt,
+                       token);
+    }
+    return false;
+  }
+
+ private:
+  bool Scalar() {
+    if (depth_ == 1) ++index_;
+    return true;
+  }
+  bool Open(bool array) {
+    if (depth_ == 0) array_ = array;
+    ++depth_;
+    return true;
+  }
+  bool Close() {
+    --depth_;
+    return Scalar();
+  }
+  size_t depth_ = 0, index_ = 0;
+  bool array_ = false;  // the top level is an array
+};
+
+// An integer literal (digits, maybe a '-'): nlohmann's double for one means
+// it is beyond 64 bits.
+bool IsIntegerToken(const std::string& t) {
+  const size_t start = !t.empty() && t[0] == '-' ? 1 : 0;
+  return t.size() > start &&
+         std::all_of(t.begin() + start, t.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// `token`: the element's text if it is a float token ("" otherwise).
 Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t index,
-                        std::byte* out) {
+                        const std::string& token, std::byte* out) {
   auto where = [&] { return ParamName(p) + "[" + std::to_string(index) + "]"; };
   if (IsFloat(p.type) && j.is_string()) {
     const std::string t = j.get<std::string>();
@@ -144,7 +213,8 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
     if (p.type == ElementType::kF32) {
       float f = static_cast<float>(d);
       if (std::isfinite(d) && !std::isfinite(f)) {
-        return InvalidArgumentError(where() + ": " + j.dump() + " is out of the range of f32");
+        return InvalidArgumentError(where() + ": " + (token.empty() ? j.dump() : token) +
+                                    " is out of the range of f32");
       }
       Store(out, &f, sizeof f);
     } else {
@@ -153,12 +223,15 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
     return Status::Ok();
   }
   const IntRange r = RangeOf(p.type);
+  if (j.is_number_float() && IsIntegerToken(token)) {  // beyond 64 bits
+    return InvalidArgumentError(where() + ": " + token + " is out of the range of " +
+                                RangeText(p));
+  }
   if (j.is_number_unsigned()) {
     uint64_t v = j.get<uint64_t>();
     if (v > r.max) {
       return InvalidArgumentError(where() + ": " + j.dump() + " is out of the range of " +
-                                  TypeName(p) + " (" + std::to_string(r.min) + ".." +
-                                  std::to_string(r.max) + ")");
+                                  RangeText(p));
     }
     StoreInt(out, v, ElementSize(p));
     return Status::Ok();
@@ -167,8 +240,7 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
     int64_t v = j.get<int64_t>();
     if (v < r.min || (v >= 0 && static_cast<uint64_t>(v) > r.max)) {
       return InvalidArgumentError(where() + ": " + j.dump() + " is out of the range of " +
-                                  TypeName(p) + " (" + std::to_string(r.min) + ".." +
-                                  std::to_string(r.max) + ")");
+                                  RangeText(p));
     }
     StoreInt(out, static_cast<uint64_t>(v), ElementSize(p));
     return Status::Ok();
@@ -178,6 +250,14 @@ Status StoreJsonElement(const idl::Param& p, const nlohmann::json& j, size_t ind
 }
 
 Result<Value> FromJson(const idl::Param& p, std::string_view text) {
+  NumberTokens tokens;
+  if (!nlohmann::json::sax_parse(text, &tokens) && tokens.overflow) {
+    const auto& [index, token] = *tokens.overflow;
+    return InvalidArgumentError(ParamName(p) + (index ? "[" + std::to_string(*index) + "]" : "") +
+                                ": " + token +
+                                " is out of the range of " +
+                                (IsFloat(p.type) ? TypeName(p) : RangeText(p)));
+  }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return InvalidArgumentError(ParamName(p) + ": not valid JSON: " +
@@ -195,7 +275,10 @@ Result<Value> FromJson(const idl::Param& p, std::string_view text) {
   v.count = j.size();
   v.data.resize(v.count * ElementSize(p));
   for (size_t i = 0; i < j.size(); ++i) {
-    NAARPC_RETURN_IF_ERROR(StoreJsonElement(p, j[i], i, v.data.data() + i * ElementSize(p)));
+    auto token = tokens.floats.find(i);
+    NAARPC_RETURN_IF_ERROR(StoreJsonElement(p, j[i], i,
+                                            token == tokens.floats.end() ? "" : token->second,
+                                            v.data.data() + i * ElementSize(p)));
   }
   return v;
 }
@@ -267,16 +350,38 @@ Result<Value> FromHex(const idl::Param& p, std::string_view hex) {
   return FromBytes(p, std::move(bytes), "hex input");
 }
 
-Result<Value> Generated(const idl::Param& p, std::string_view kind, std::string_view count_text) {
+// The most elements a value of `p` may have.
+uint64_t MaxCount(const idl::Param& p) {
+  if (StreamOf(p)) return kMaxStreamBytes / ElementSize(p);
+  uint64_t reach = 0;
+  if (p.layout) {
+    for (uint64_t r : p.layout->reach) reach += r;
+  }
+  return std::max(p.count, reach);
+}
+
+// `count_text`: the N of KIND:N (nullopt: no ":N").
+Result<Value> Generated(const idl::Param& p, std::string_view kind,
+                        std::optional<std::string_view> count_text) {
   uint64_t n = p.count;
-  if (!count_text.empty()) {
-    char* end = nullptr;
-    const std::string s(count_text);
-    errno = 0;
-    n = std::strtoull(s.c_str(), &end, 10);
-    if (errno != 0 || end != s.c_str() + s.size() || s[0] == '-') {
-      return InvalidArgumentError(ParamName(p) + ": '" + std::string(kind) + ":" + s +
+  if (count_text) {
+    const std::string spec = std::string(kind) + ":" + std::string(*count_text);
+    const char* begin = count_text->data();
+    const char* end = begin + count_text->size();
+    const bool digits = begin != end && std::all_of(begin, end, [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    const auto r = std::from_chars(begin, end, n);
+    if (!digits) {
+      return InvalidArgumentError(ParamName(p) + ": '" + spec +
                                   "': the element count must be a decimal number");
+    }
+    if (r.ec == std::errc::result_out_of_range) {  // beyond 64 bits; CheckCount words the rest
+      const bool exact = !StreamOf(p) && !p.variable && !p.layout;
+      return InvalidArgumentError(
+          ParamName(p) + ": '" + spec + "': the element count is too large; it takes " +
+          (exact ? "exactly " : "at most ") + std::to_string(MaxCount(p)) + " " + TypeName(p) +
+          (StreamOf(p) ? " (naarpc call holds a stream in memory, 1 GiB at most)" : ""));
     }
   } else if (StreamOf(p)) {
     return InvalidArgumentError(ParamName(p) + " is a stream: give its length, e.g. " +
@@ -383,7 +488,7 @@ Result<Value> ParseValue(const idl::Param& param, std::string_view spec) {
   if (spec[0] == '@') return FromFile(param, std::string(spec.substr(1)));
   if (spec.starts_with("hex:")) return FromHex(param, spec.substr(4));
   for (std::string_view kind : {"zeros", "random", "seq"}) {
-    if (spec == kind) return Generated(param, kind, {});
+    if (spec == kind) return Generated(param, kind, std::nullopt);
     if (spec.starts_with(kind) && spec.size() > kind.size() && spec[kind.size()] == ':') {
       return Generated(param, kind, spec.substr(kind.size() + 1));
     }

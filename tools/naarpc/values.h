@@ -48,7 +48,8 @@ struct Value {
 
 // Parses an input spec for `param`:
 //   [1, 2, 3]      JSON array typed by the IDL (a bare number for size 1);
-//                  integers range-checked, f32/f64 take any JSON number
+//                  integers range-checked (beyond 64 bits too), f32/f64 any
+//                  JSON number within their range
 //   @FILE          raw little-endian elements from FILE
 //   hex:0a0b...    raw bytes in hex
 //   zeros[:N] | random[:N] | seq[:N]
