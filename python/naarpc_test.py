@@ -548,6 +548,22 @@ def test_stats_count_both_sides_of_each_call():
                 in text), text
 
 
+def test_stats_count_calls_that_cannot_connect():
+    # A port bound but not listening: connections to it are refused.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{held.getsockname()[1]}"
+        with naarpc.Client(CHECKED, target, transport="emulated") as c:
+            for _ in range(2):
+                with pytest.raises(naarpc.Unavailable):
+                    c.CheckedMath.Isqrt(x=np.array([4], np.int64))
+    host = [e for e in naarpc.stats() if e["side"] == "host" and e["peer"] == target]
+    assert len(host) == 1, host
+    assert host[0]["calls"] == 2 and host[0]["in_flight"] == 0
+    assert host[0]["errors"] == {"UNAVAILABLE": 2}
+    assert host[0]["bytes_sent"] == 0 and host[0]["bytes_received"] == 0
+
+
 def test_serve_refuses_bad_kernels():
     idl = naarpc.load_idl(VECTOR)
     with pytest.raises(KeyError, match="no routine 'Nope'"):

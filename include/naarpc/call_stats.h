@@ -61,6 +61,13 @@ class RoutineStats {
     }
     Finish(bytes_sent, bytes_received, duration_ns);
   }
+  // A host's call that failed before it had a session (connecting or the
+  // MRSP failed, or no session was free by its deadline): started and
+  // ended, nothing sent or received.
+  void RecordUnstarted(const Status& status, uint64_t duration_ns) {
+    RecordStart();
+    RecordEnd(status, 0, 0, duration_ns);
+  }
   void RecordNaaEnd(uint8_t naa_status, uint64_t bytes_sent, uint64_t bytes_received,
                     uint64_t duration_ns) {
     if (naa_status != 0) naa_errors_[naa_status].fetch_add(1, std::memory_order_relaxed);

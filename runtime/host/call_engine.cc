@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 
+#include "runtime/cycle_clock.h"
 #include "runtime/host/call_engine_op.h"
 
 namespace naarpc::codegen {
@@ -370,6 +371,7 @@ void CallEngine::Admit(Submission&& s) {
   op.pool_index = PoolIndex(s.pool);
   op.pool = std::move(s.pool);
   op.deadline = s.deadline;
+  op.admitted_ns = internal::CycleClock::NowNanos();
   op.call = std::move(s.call);
   op.done = std::move(s.done);
   if (!op.deadline.infinite()) HeapPush(op);

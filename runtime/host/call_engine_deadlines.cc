@@ -22,8 +22,10 @@ void CallEngine::ExpireDue(Deadline::Clock::time_point now) {
                                        ": the call did not end by its deadline");
       }
       Complete(op, std::move(*result));
-    } else {
-      Complete(op, NoFreeSessionError(op.pool->routine(), op.pool->max_sessions()));
+    } else {  // still waiting for a session
+      Status none = NoFreeSessionError(op.pool->routine(), op.pool->max_sessions());
+      op.pool->ObserveUnstarted(none, op.admitted_ns, op.deadline);
+      Complete(op, std::move(none));
     }
   }
 }

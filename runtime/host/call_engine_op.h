@@ -30,6 +30,7 @@ struct CallEngine::Op {
   uint32_t pool_index = 0;  // into pools_
   std::shared_ptr<SessionPool> pool;
   Deadline deadline = Deadline::Infinite();
+  int64_t admitted_ns = 0;  // internal::CycleClock, when Admit took it
   std::unique_ptr<AsyncCall> call;
   std::function<void(Status)> done;
   // The session's notification descriptor while running. It stays

@@ -15,12 +15,13 @@
 namespace naarpc::codegen {
 
 SessionPool::SessionPool(Transport& transport, std::string host, uint16_t port,
-                         std::string routine, std::vector<RegionSpec> regions,
-                         const StubOptions& options)
+                         std::string routine, uint8_t function_code,
+                         std::vector<RegionSpec> regions, const StubOptions& options)
     : transport_(transport),
       host_(std::move(host)),
       port_(port),
       routine_(std::move(routine)),
+      function_code_(function_code),
       regions_(std::move(regions)),
       options_(options),
       peer_(HostPort(host_, port_)),
@@ -54,11 +55,18 @@ Result<SessionPool::Lease> SessionPool::Acquire(Deadline deadline) {
       ~Waiting() { n.fetch_sub(1, std::memory_order_relaxed); }
     };
     std::optional<Waiting> waiting;
-    if (!ready()) waiting.emplace(waiters_);
+    int64_t started_ns = 0;  // of the wait (the call failed if it times out)
+    if (!ready()) {
+      waiting.emplace(waiters_);
+      started_ns = internal::CycleClock::NowNanos();
+    }
     if (deadline.infinite()) {
       cv_.wait(lock, ready);
     } else if (!cv_.wait_until(lock, deadline.when(), ready)) {
-      return NoFreeSessionError(routine_, max_sessions());
+      Status none = NoFreeSessionError(routine_, max_sessions());
+      lock.unlock();
+      ObserveUnstarted(none, started_ns, deadline);
+      return none;
     }
     if (Lease idle = TakeLocked(&may_open)) return idle;
   }
@@ -92,15 +100,43 @@ SessionPool::Lease SessionPool::TakeLocked(bool* may_open) {
 }
 
 Result<SessionPool::Lease> SessionPool::OpenReserved(Deadline deadline) {
+  const int64_t started_ns = internal::CycleClock::NowNanos();
   // The call's deadline covers (re)connecting and the MRSP too.
   auto opened = ClientSession::Open(transport_, host_, port_, regions_, options_.session, deadline);
   if (!opened.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    --in_use_;
-    FreedLocked();
-    return opened.status().WithContext(routine_ + ": connecting to " + HostPort(host_, port_));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --in_use_;
+      FreedLocked();
+    }
+    Status failed =
+        opened.status().WithContext(routine_ + ": connecting to " + HostPort(host_, port_));
+    ObserveUnstarted(failed, started_ns, deadline);
+    return failed;
   }
   return Lease(shared_from_this(), std::move(opened).value());
+}
+
+void SessionPool::ObserveUnstarted(const Status& status, int64_t started_ns, Deadline deadline) {
+  const InterceptorChain::List* list =
+      options_.interceptors != nullptr ? options_.interceptors->current() : nullptr;
+  if (stats_ == nullptr && list == nullptr) return;
+  const std::chrono::nanoseconds duration(internal::CycleClock::NowNanos() - started_ns);
+  if (stats_ != nullptr) stats_->RecordUnstarted(status, static_cast<uint64_t>(duration.count()));
+  if (list == nullptr) return;
+  CallInfo info{.side = CallSide::kHost,
+                .routine = routine_,
+                .peer = peer_,
+                .function_code = function_code_,
+                .bytes_sent = 0,
+                .bytes_received = 0,
+                .deadline = deadline};
+  size_t accepted = 0;
+  // A rejection changes nothing: the call has failed already (and RunStart
+  // ended the interceptors that had accepted it).
+  if (!InterceptorChain::RunStart(list, info, &accepted).ok()) return;
+  info.duration = duration;
+  InterceptorChain::RunEnd(list, accepted, info, status);
 }
 
 void SessionPool::SetFreedListener(std::function<void()> listener) {

@@ -5,6 +5,11 @@
 // exposition format parsed), interceptors (order, rejection on either side,
 // removal), that an empty chain costs the call path no allocation, and
 // that a kernel with a time limit costs the NAA none.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -264,6 +269,51 @@ TEST_F(ObservabilityTest, AKernelsExceptionIsLoggedWithItsMessage) {
   EXPECT_TRUE(log_.WaitFor("call of function 5 failed with status 5: VectorArith.Dot: the kernel "
                            "threw 'Dot: lengths differ'"))
       << log_.All();
+}
+
+// A call that cannot connect is a failed call: counted, and seen by the
+// interceptors, from the blocking and the asynchronous path alike.
+TEST_F(ObservabilityTest, CallsThatCannotConnectAreCountedAndIntercepted) {
+  // A port bound but not listening: connections to it are refused.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const uint16_t port = ntohs(addr.sin_port);
+  std::vector<std::string> journal;
+  host_chain_->Add(std::make_shared<Recorder>("h1", &journal));
+  codegen::StubOptions stub;
+  stub.stats = host_stats_;
+  stub.interceptors = host_chain_;
+  {
+    vec::VectorArithClient refused(*transport_, "127.0.0.1", port, stub);
+    const Status sync = refused.Add(a_, b_, out_);
+    EXPECT_EQ(sync.code(), StatusCode::kUnavailable) << sync.ToString();
+    const Status async = refused.AddAsync(a_, b_, out_).get();
+    EXPECT_EQ(async.code(), StatusCode::kUnavailable) << async.ToString();
+  }
+  ::close(fd);
+  RoutineStats::Snapshot stats;
+  for (auto& s : host_stats_->Take()) {
+    if (s.routine == "VectorArith.Add" && s.peer == "127.0.0.1:" + std::to_string(port)) stats = s;
+  }
+  using Errors = std::vector<std::pair<std::string, uint64_t>>;
+  EXPECT_EQ(stats.started, 2u);
+  EXPECT_EQ(stats.completed, 2u);
+  EXPECT_EQ(stats.in_flight, 0u);
+  EXPECT_EQ(stats.errors, (Errors{{"UNAVAILABLE", 2}}));
+  EXPECT_EQ(stats.bytes_sent, 0u);
+  EXPECT_EQ(stats.latency_ns.count, 2u);
+  EXPECT_EQ(journal, (std::vector<std::string>{
+                         "h1.start VectorArith.Add 0/0",
+                         "h1.end UNAVAILABLE 0/0",
+                         "h1.start VectorArith.Add 0/0",
+                         "h1.end UNAVAILABLE 0/0",
+                     }));
 }
 
 TEST_F(ObservabilityTest, AsyncCallsAreCountedToo) {

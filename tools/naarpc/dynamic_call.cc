@@ -129,9 +129,16 @@ Result<std::unique_ptr<DynamicCall>> DynamicCall::Open(
   // (docs/idl.md), as in generated clients.
   ClientOptions resolved = options;
   if (!resolved.memory_windows) resolved.memory_windows = routine.memory_windows;
+  const int64_t started_ns = internal::CycleClock::NowNanos();
   auto session = ClientSession::Open(transport, host, port, RegionsOf(routine), resolved, deadline);
   if (!session.ok()) {
-    return session.status().WithContext(service.name + "." + routine.name);
+    Status failed = session.status().WithContext(service.name + "." + routine.name);
+    if (stats != nullptr) {  // a call that failed to connect is a failed call
+      stats->Get(CallSide::kHost, service.name + "." + routine.name, HostPort(host, port))
+          .RecordUnstarted(failed,
+                           static_cast<uint64_t>(internal::CycleClock::NowNanos() - started_ns));
+    }
+    return failed;
   }
   std::unique_ptr<DynamicCall> call(new DynamicCall(service, routine, std::move(*session),
                                                     std::move(stats), HostPort(host, port)));

@@ -151,7 +151,7 @@ inline StubOptions WithMemoryWindows(StubOptions options) {
 class SessionPool : public std::enable_shared_from_this<SessionPool> {
  public:
   SessionPool(Transport& transport, std::string host, uint16_t port,
-              std::string routine, std::vector<RegionSpec> regions,
+              std::string routine, uint8_t function_code, std::vector<RegionSpec> regions,
               const StubOptions& options);
   ~SessionPool();
   SessionPool(const SessionPool&) = delete;
@@ -206,6 +206,11 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   // or an empty lease and *may_open = false: all sessions are in use.
   Lease TryAcquire(bool* may_open);
   Result<Lease> OpenReserved(Deadline deadline);
+  // A call that ended before it had a session (connecting or the MRSP
+  // failed, or no session was free by its deadline), begun at `started_ns`
+  // (internal::CycleClock): counted, and seen by the interceptors, as any
+  // call that failed. Acquire and OpenReserved do it themselves.
+  void ObserveUnstarted(const Status& status, int64_t started_ns, Deadline deadline);
   // Called, under the pool's lock, whenever a session or slot is freed; it
   // must not block or call into the pool. nullptr to stop.
   void SetFreedListener(std::function<void()> listener);
@@ -230,6 +235,7 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   const std::string host_;
   const uint16_t port_;
   const std::string routine_;
+  const uint8_t function_code_;
   const std::vector<RegionSpec> regions_;
   const StubOptions options_;
   const std::string peer_;

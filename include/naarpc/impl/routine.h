@@ -140,7 +140,8 @@ inline std::vector<RegionSpec> RegionSpecs(const RoutineDesc& r) {
 inline std::shared_ptr<SessionPool> NewPool(Transport& transport, const std::string& host,
                                             uint16_t port, const RoutineDesc& r,
                                             const StubOptions& options) {
-  return std::make_shared<SessionPool>(transport, host, port, std::string(r.name), RegionSpecs(r),
+  return std::make_shared<SessionPool>(transport, host, port, std::string(r.name), r.code,
+                                       RegionSpecs(r),
                                        r.memory_windows ? WithMemoryWindows(options) : options);
 }
 
