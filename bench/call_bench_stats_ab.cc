@@ -41,9 +41,9 @@ int RunStatsAB(const Options& o, const std::string& label, int client_cpu, int s
     on_options.interceptors = NoopChain();
     const std::vector<RegionSpec> regions = {{"data", Direction::kInOut, bytes}};
     auto off_pool = std::make_shared<codegen::SessionPool>(
-        **transport, o.address, naas->port(0), "bench.Identity", regions, off_options);
+        **transport, o.address, naas->port(0), "bench.Identity", kIdentity, regions, off_options);
     auto on_pool = std::make_shared<codegen::SessionPool>(
-        **transport, o.address, naas->port(1), "bench.Identity", regions, on_options);
+        **transport, o.address, naas->port(1), "bench.Identity", kIdentity, regions, on_options);
     const auto deadline = Deadline::After(std::chrono::seconds(60));
     auto off_lease = off_pool->Acquire(deadline);
     auto on_lease = on_pool->Acquire(deadline);

@@ -20,35 +20,26 @@ Admission::Limits AdmissionLimits(const ServerOptions& o) {
 }  // namespace
 
 ServerShared::ServerShared(const ServerOptions& options)
-    : options(options), admission(AdmissionLimits(options)) {}
+    : options(options),
+      admission(AdmissionLimits(options)),
+      log_limiter_(options.max_log_lines_per_second) {}
 
 void ServerShared::Log(const std::string& line) {
   if (!LogEnabled(LogComponent::kServer, LogLevel::kWarn)) return;
-  std::string out;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto now = Deadline::Clock::now();
-    if (now - window_start_ >= std::chrono::seconds(1)) {
-      window_start_ = now;
-      lines_in_window_ = 0;
+  uint64_t suppressed = 0;
+  if (!log_limiter_.Allow(&suppressed)) return;
+  auto write = [this](const std::string& out) {
+    if (options.log) {
+      options.log(out);
+    } else {
+      naarpc::Log(LogComponent::kServer, LogLevel::kWarn, out);
     }
-    if (options.max_log_lines_per_second > 0 &&
-        lines_in_window_ >= options.max_log_lines_per_second) {
-      ++suppressed_;
-      return;
-    }
-    ++lines_in_window_;
-    if (suppressed_ > 0) {
-      out = "naarpc NAA: (" + std::to_string(suppressed_) + " log lines suppressed)\n";
-      suppressed_ = 0;
-    }
+  };
+  // A line of its own, so that every entry stays one line.
+  if (suppressed > 0) {
+    write("naarpc NAA: (" + std::to_string(suppressed) + " log lines suppressed)");
   }
-  out += line;
-  if (options.log) {
-    options.log(out);
-  } else {
-    naarpc::Log(LogComponent::kServer, LogLevel::kWarn, out);
-  }
+  write(line);
 }
 
 }  // namespace naarpc::internal

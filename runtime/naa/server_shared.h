@@ -10,6 +10,7 @@
 #include <string>
 
 #include "naarpc/deadline.h"
+#include "naarpc/log.h"
 #include "naarpc/naa_server.h"
 #include "runtime/naa/admission.h"
 #include "runtime/naa/kernel_workers.h"
@@ -29,14 +30,12 @@ class ServerShared {
   Admission admission;
 
   // At most ServerOptions::max_log_lines_per_second lines; what is dropped
-  // is counted and reported with the next line that passes.
+  // is counted and reported, in a line of its own, before the next line
+  // that passes.
   void Log(const std::string& line);
 
  private:
-  std::mutex mu_;
-  Deadline::Clock::time_point window_start_{};  // guarded by mu_
-  size_t lines_in_window_ = 0;                  // guarded by mu_
-  uint64_t suppressed_ = 0;                     // guarded by mu_
+  LogRateLimiter log_limiter_;
 };
 
 }  // namespace naarpc::internal

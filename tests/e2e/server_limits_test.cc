@@ -179,6 +179,9 @@ TEST_P(ServerLimitsTest, LogIsRateLimitedAndCountsWhatItDrops) {
   size_t logged = 0;
   for (size_t p = 0; (p = all.find("memory budget", p)) != std::string::npos; ++p) ++logged;
   EXPECT_LT(logged, static_cast<size_t>(refusals)) << all;
+  // The report is an entry of its own: every entry is one line.
+  EXPECT_EQ(lines_.Count("\n"), 0u) << all;
+  EXPECT_EQ(lines_.Count("log lines suppressed)"), lines_.Count("naarpc NAA: ("));
 }
 
 // Emulated transport only: raw TCP peers that never finish the hello, or
@@ -338,7 +341,7 @@ TEST_P(OnePeerCannotStarveAnother, APooledSessionReclaimedWhileIdleIsReopened) {
   options.max_connections = 4;
   Start(options);
   auto pool = std::make_shared<codegen::SessionPool>(*transport_, address_, server_->port(),
-                                                     "Echo", EchoLayout(64),
+                                                     "Echo", kEcho, EchoLayout(64),
                                                      codegen::StubOptions{});
   auto call = [&] {
     auto lease = pool->Acquire(Deadline::After(20s));
