@@ -293,6 +293,29 @@ def test_python_kernels_serve_streams(py_stream_server):
         assert c.StreamOps.Histogram(limit=0, data=pattern(5000)).counts.sum() == 5000
 
 
+def test_stats_count_the_streamed_bytes(py_stream_server):
+    target = f"127.0.0.1:{py_stream_server.port}"
+
+    def side(which):
+        got = [e for e in naarpc.stats() if e["side"] == which and
+               e["routine"] == "StreamOps.Transform" and
+               e["peer"] == (target if which == "host" else "127.0.0.1")]
+        return got[0] if got else {"calls": 0, "bytes_sent": 0, "bytes_received": 0}
+
+    host_before, naa_before = side("host"), side("naa")
+    words = np.arange(40_000, dtype=np.uint32)  # over several 64 KiB chunks
+    with naarpc.Client(STREAM, target, transport="emulated") as c:
+        c.StreamOps.Transform(factor=3, data=words)
+    host, naa = side("host"), side("naa")
+    streamed = words.nbytes
+    assert host["calls"] - host_before["calls"] == 1
+    assert host["bytes_sent"] - host_before["bytes_sent"] == 4 + streamed  # factor + data
+    assert host["bytes_received"] - host_before["bytes_received"] == streamed
+    assert naa["calls"] - naa_before["calls"] == 1
+    assert naa["bytes_received"] - naa_before["bytes_received"] == 4 + streamed
+    assert naa["bytes_sent"] - naa_before["bytes_sent"] == streamed
+
+
 def test_python_stream_kernel_errors():
     def bad_dtype(call, factor, data, out):
         for chunk in data:

@@ -179,6 +179,14 @@ class ClientSession {
   bool PeerGone();
   Dialect dialect() const;
   uint64_t calls_completed() const;
+  // The data the last call's streams moved (their chunks' bytes): written
+  // by its input streams, received through its output streams, however far
+  // the call got. Zeros for a routine without streams.
+  struct StreamBytes {
+    uint64_t sent = 0;
+    uint64_t received = 0;
+  };
+  StreamBytes last_stream_bytes() const;
 
   // Disconnects. Idempotent.
   Status Close();

@@ -59,6 +59,7 @@ uint32_t StreamOutbound::TakeChunk(uint8_t stream, uint32_t length) {
   const bool end = length < shape_.chunk_size;
   const uint32_t imm = EncodeStreamChunk(stream, sent_, end);
   ++sent_;
+  bytes_ += length;
   ended_ = end;
   return imm;
 }

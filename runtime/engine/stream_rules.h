@@ -71,7 +71,7 @@ class StreamOutbound {
  public:
   explicit StreamOutbound(StreamShape shape) : shape_(std::move(shape)) {}
 
-  void Reset() { sent_ = consumed_ = 0, ended_ = stop_ = false; }
+  void Reset() { sent_ = consumed_ = bytes_ = 0, ended_ = stop_ = false; }
 
   // The window has room for the next chunk (15.3).
   bool CanSend() const { return !ended_ && sent_ - consumed_ < shape_.window; }
@@ -88,8 +88,9 @@ class StreamOutbound {
   Status OnCredit(const StreamFrame& f, uint32_t byte_len);
 
   const std::string& name() const { return shape_.name; }
-  uint64_t sent() const { return sent_; }
+  uint64_t sent() const { return sent_; }  // chunks, the end included
   uint64_t consumed() const { return consumed_; }
+  uint64_t bytes() const { return bytes_; }  // in the chunks sent
   bool ended() const { return ended_; }
   bool stop() const { return stop_; }  // the reader asked for no more data
   bool all_consumed() const { return consumed_ == sent_; }
@@ -99,6 +100,7 @@ class StreamOutbound {
   const StreamShape shape_;
   uint64_t sent_ = 0;
   uint64_t consumed_ = 0;
+  uint64_t bytes_ = 0;
   bool ended_ = false;
   bool stop_ = false;
 };

@@ -156,6 +156,14 @@ bool ClientSession::PeerGone() {
 Dialect ClientSession::dialect() const { return impl_->options.dialect; }
 uint64_t ClientSession::calls_completed() const { return impl_->calls_completed; }
 
+ClientSession::StreamBytes ClientSession::last_stream_bytes() const {
+  StreamBytes bytes;
+  for (const Impl::Stream& st : impl_->streams) {
+    (st.input ? bytes.sent : bytes.received) += st.input ? st.outbound.bytes() : st.inbound.bytes();
+  }
+  return bytes;
+}
+
 Status ClientSession::Close() {
   if (!impl_ || !impl_->conn) return Status::Ok();
   Status s = impl_->conn->Disconnect();

@@ -28,6 +28,10 @@ SessionPool::SessionPool(Transport& transport, std::string host, uint16_t port,
       stats_(options.stats != nullptr ? &options.stats->Get(CallSide::kHost, routine_, peer_)
                                       : nullptr) {
   for (const RegionSpec& r : regions_) {
+    if (r.stream.chunk_size != 0) {  // a stream's ring: its chunks count (EndObserved)
+      has_streams_ = true;
+      continue;
+    }
     if (r.direction == Direction::kIn || r.direction == Direction::kInOut) input_bytes_ += r.size;
     if (r.direction == Direction::kOut || r.direction == Direction::kInOut) output_bytes_ += r.size;
   }
@@ -203,6 +207,7 @@ Status SessionPool::Lease::BeginObserved(uint8_t function_code, Deadline deadlin
     bytes_sent_ = 0;
     for (size_t i = 0; i < pool.regions_.size() && i < options.send_lengths.size(); ++i) {
       const RegionSpec& r = pool.regions_[i];
+      if (r.stream.chunk_size != 0) continue;
       if (r.direction != Direction::kIn && r.direction != Direction::kInOut) continue;
       bytes_sent_ += options.send_lengths[i] == 0 ? r.size : std::min(options.send_lengths[i], r.size);
     }
@@ -231,7 +236,12 @@ void SessionPool::Lease::EndObserved(const Status& status) {
   observed_ = false;
   SessionPool& pool = *pool_;
   const std::chrono::nanoseconds duration(internal::CycleClock::NowNanos() - started_ns_);
-  const uint64_t received = status.ok() ? pool.output_bytes_ : 0;
+  uint64_t received = status.ok() ? pool.output_bytes_ : 0;
+  if (pool.has_streams_ && session_ != nullptr) {  // what its streams moved, however far
+    const ClientSession::StreamBytes streamed = session_->last_stream_bytes();
+    bytes_sent_ += streamed.sent;
+    received += streamed.received;
+  }
   if (pool.stats_ != nullptr) {
     pool.stats_->RecordEnd(
         status, bytes_sent_, received,

@@ -323,6 +323,18 @@ Status ConnectionServer::StartInterceptors(uint8_t function_code) {
 void ConnectionServer::EndObserved(uint8_t naa_status, uint64_t bytes_out) {
   if (!observation_.active) return;
   observation_.active = false;
+  if (!streams_.list.empty()) {
+    // The data the call's streams moved (a kernel left running after its
+    // time limit no longer touches them once abandoned, under pump_mu).
+    std::lock_guard<std::mutex> lock(streams_.pump_mu);
+    for (const auto& st : streams_.list) {
+      if (st->input_) {
+        observation_.bytes_in += st->inbound_.bytes();
+      } else {
+        bytes_out += st->outbound_.bytes();
+      }
+    }
+  }
   const std::chrono::nanoseconds duration(CycleClock::NowNanos() - observation_.start_ns);
   if (observation_.stats != nullptr) {
     observation_.stats->RecordNaaEnd(naa_status, bytes_out, observation_.bytes_in,

@@ -126,10 +126,13 @@ class StreamStubTest : public ::testing::TestWithParam<Param> {
     auto handler = codegen::CompositeHandler::Create({&ops_kernels_, &sweep_kernels_});
     ASSERT_TRUE(handler.ok()) << handler.status().ToString();
     handler_ = std::move(*handler);
-    auto server = NaaServer::Start(*tt_.transport, tt_.address, 0, *handler_);
+    ServerOptions server_options;
+    server_options.stats = naa_stats_;
+    auto server = NaaServer::Start(*tt_.transport, tt_.address, 0, *handler_, server_options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     codegen::StubOptions options;
+    options.stats = host_stats_;
     options.session.dialect = std::get<1>(GetParam());
     ops_ = std::make_unique<ops::StreamOpsClient>(*tt_.transport, tt_.address, server_->port(),
                                                   options);
@@ -144,7 +147,17 @@ class StreamStubTest : public ::testing::TestWithParam<Param> {
   }
   static Deadline Guard() { return Deadline::After(kHangGuard); }
 
+  // The side's snapshot of `routine` (one peer each here).
+  static RoutineStats::Snapshot StatsOf(StatsRegistry& registry, const std::string& routine) {
+    for (auto& s : registry.Take()) {
+      if (s.routine == routine) return s;
+    }
+    return {};
+  }
+
   testing::TestTransport tt_;
+  std::shared_ptr<StatsRegistry> host_stats_ = std::make_shared<StatsRegistry>();
+  std::shared_ptr<StatsRegistry> naa_stats_ = std::make_shared<StatsRegistry>();
   ops::StreamOpsServiceImpl ops_kernels_;
   SweepKernels sweep_kernels_;
   std::unique_ptr<codegen::CompositeHandler> handler_;
@@ -190,6 +203,25 @@ TEST_P(StreamStubTest, TransformStreamsItsOutputBack) {
     ASSERT_EQ(out.size(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], data[i] * 3 + 1) << i;
   }
+}
+
+// A stream's bytes count as what its chunks carried (its ring does not),
+// on both sides (docs/operating.md).
+TEST_P(StreamStubTest, StatisticsCountTheStreamedBytes) {
+  constexpr size_t kElements = 16384 * 3 + 5;
+  const std::vector<uint32_t> data = Values(kElements);
+  std::vector<uint32_t> out;
+  Status st = ops_->Transform(3, data, &out, Guard());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const uint64_t streamed = kElements * sizeof(uint32_t);
+  const RoutineStats::Snapshot host = StatsOf(*host_stats_, "StreamOps.Transform");
+  EXPECT_EQ(host.completed, 1u);
+  EXPECT_EQ(host.bytes_sent, sizeof(uint32_t) + streamed);  // factor, then the data stream
+  EXPECT_EQ(host.bytes_received, streamed);                 // the out stream
+  const RoutineStats::Snapshot naa = StatsOf(*naa_stats_, "StreamOps.Transform");
+  EXPECT_EQ(naa.completed, 1u);
+  EXPECT_EQ(naa.bytes_received, sizeof(uint32_t) + streamed);
+  EXPECT_EQ(naa.bytes_sent, streamed);
 }
 
 TEST_P(StreamStubTest, GeneratorSourceAndCallbackSink) {

@@ -38,12 +38,6 @@ class MemoryStreams final : public StreamHandler {
       if (s.input == nullptr) outputs[s.param->name] = std::move(s.output);
     }
   }
-  uint64_t bytes_received() const {
-    uint64_t n = 0;
-    for (const Stream& s : streams_) n += s.output.data.size();
-    return n;
-  }
-
   Result<size_t> Produce(size_t stream, std::span<std::byte> slot) override {
     if (stream >= streams_.size() || streams_[stream].input == nullptr) {
       return InvalidArgumentError("no input stream " + std::to_string(stream));
@@ -229,6 +223,10 @@ void DynamicCall::Abandon() {
 }
 
 Status DynamicCall::Complete(const Status& status) {
+  // What the call's streams moved, however far it got.
+  const ClientSession::StreamBytes streamed = session_->last_stream_bytes();
+  last_bytes_sent_ += streamed.sent;
+  last_bytes_received_ = streamed.received;
   Status result = Status::Ok();
   if (!status.ok()) {
     result = codegen::AnnotateCallStatus(
@@ -323,8 +321,7 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
     }
     const ValueView& v = it->second;
     if (StreamOf(p)) {
-      streams.AddInput(&p, &v);
-      sent += v.data.size();
+      streams.AddInput(&p, &v);  // its chunks count when the call ends (Complete)
       continue;
     }
     std::byte* const dst = buffer.data() + p.data_offset();
@@ -367,7 +364,6 @@ Status DynamicCall::InvokeWith(const std::map<std::string, ValueView>& inputs,
     return started.ok() ? started : Complete(started);
   }
   Status status = session_->Call(routine_.code, deadline, options);
-  last_bytes_received_ = streams.bytes_received();
   if (status.ok() && stream_outputs != nullptr) streams.MoveOutputs(*stream_outputs);
   return Complete(status);
 }

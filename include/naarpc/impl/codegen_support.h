@@ -244,6 +244,7 @@ class SessionPool : public std::enable_shared_from_this<SessionPool> {
   // says less) and outputs.
   uint64_t input_bytes_ = 0;
   uint64_t output_bytes_ = 0;
+  bool has_streams_ = false;  // their chunks are added at the call's end
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<ClientSession>> idle_;
