@@ -1141,6 +1141,10 @@ class StatsTest(unittest.TestCase):
                 line = server.proc.stdout.readline()
                 self.assertTrue(line, "no metrics line")
             metrics_port = int(re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1))
+            # No call yet: the families' # TYPE lines only, an empty table.
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % metrics_port)
+            self.assertEqual(rc, EXIT_OK, err)
+            self.assertRegex(out, r"^SIDE +ROUTINE +PEER +CALLS .*\n\(no calls yet\)\n$")
             rc, out, err = run("call", "--idl", TYPES, "--target", "127.0.0.1:" + naa_port,
                                "--transport", "emulated", "U8", "--in", "x=zeros")
             self.assertEqual(rc, EXIT_OK, err)
@@ -1173,6 +1177,46 @@ class StatsTest(unittest.TestCase):
         self.assertEqual(rc, EXIT_USAGE, err)
         self.assertIn("--target needs the metrics port (HOST:PORT)", err)
 
+    def test_empty_port(self):
+        # Not the NAA's default port: a metrics port has none.
+        for target in ("127.0.0.1:", "[::1]:"):
+            with self.subTest(target=target):
+                rc, out, err = run("stats", "--target", target)
+                self.assertEqual(rc, EXIT_USAGE, err)
+                self.assertEqual(err, "naarpc: --target '%s': port '' is not a number in "
+                                      "1..65535\n" % target)
+
+    def test_metrics_port_in_use(self):
+        # Not shared with another endpoint (SO_REUSEPORT would let scrapes
+        # alternate between the two).
+        first = naarpc_serve(TYPES, "--metrics-port", "0", "--metrics-address", "127.0.0.1")
+        try:
+            line = ""
+            while "metrics on" not in line:
+                line = first.proc.stdout.readline()
+                self.assertTrue(line, "no metrics line")
+            port = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line).group(1)
+            second = subprocess.Popen(
+                [NAARPC, "serve", "--idl", TYPES, "--transport", "emulated", "--address",
+                 "127.0.0.1", "--port", "0", "--metrics-port", port, "--metrics-address",
+                 "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=clean_env())
+            try:
+                # Its listening line, or nothing once it has exited.
+                ready, _, _ = select.select([second.stdout], [], [], HANG_GUARD_S)
+                self.assertTrue(ready, "no output and no exit")
+                self.assertEqual(second.stdout.readline(), "", "the second one listens")
+                self.assertEqual(second.wait(timeout=HANG_GUARD_S), EXIT_UNREACHABLE)
+                self.assertEqual(second.stderr.read(),
+                                 "naarpc: UNAVAILABLE: metrics server: cannot listen on "
+                                 "127.0.0.1:%s: Address already in use\n" % port)
+            finally:
+                if second.poll() is None:
+                    second.kill()
+                second.communicate()
+        finally:
+            first.stop()
+
     def test_not_a_metrics_endpoint(self):
         fake = FakeMetrics(404, b"no such page")
         try:
@@ -1189,6 +1233,37 @@ class StatsTest(unittest.TestCase):
         self.assertEqual(rc, EXIT_FAILURE, err)
         self.assertIn("/metrics: not the Prometheus text format: metrics line 2: "
                       "'not metrics at all'", err)
+
+    def test_no_naarpc_metrics(self):
+        # Prometheus text, but not naarpc's: not an idle NAA's empty table.
+        fake = FakeMetrics(200, b'# TYPE foo counter\nfoo 1\nbar{a="x"} 2\n')
+        try:
+            rc, out, err = run("stats", "--target", "127.0.0.1:%d" % fake.port)
+        finally:
+            fake.stop()
+        self.assertEqual(rc, EXIT_FAILURE, err)
+        self.assertEqual(out, "")
+        self.assertEqual(err, "naarpc: no naarpc_ metrics at http://127.0.0.1:%d/metrics (is this "
+                              "a naarpc metrics endpoint?)\n" % fake.port)
+
+    def test_bad_answer_is_quoted_in_part(self):
+        # A long line: its first 80 bytes; other bytes than printable ASCII
+        # escaped.
+        binary = b"\x1b[2J\x07\xff\x00 \\" + bytes(range(128, 256))  # 9 + 128 bytes
+        binary_quoted = ("'\\x1b[2J\\x07\\xff\\x00 \\" +
+                         "".join("\\x%02x" % b for b in range(128, 199)) + "...' (137 bytes)")
+        for body, quoted in ((b"x" * 1000000, "'" + "x" * 80 + "...' (1000000 bytes)"),
+                             (binary + b"\n1 2\n", binary_quoted)):
+            fake = FakeMetrics(200, body)
+            try:
+                p = subprocess.run([NAARPC, "stats", "--target", "127.0.0.1:%d" % fake.port],
+                                   capture_output=True, env=clean_env(), timeout=HANG_GUARD_S)
+            finally:
+                fake.stop()
+            self.assertEqual(p.returncode, EXIT_FAILURE, p.stderr[:200])
+            self.assertEqual(p.stderr.decode("ascii", "replace"),
+                             "naarpc: http://127.0.0.1:%d/metrics: not the Prometheus text format: "
+                             "metrics line 1: %s\n" % (fake.port, quoted))
 
 
 def png_size(path):

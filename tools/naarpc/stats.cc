@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "runtime/httplib_config.h"
@@ -17,6 +18,31 @@
 #include "tools/naarpc/target.h"
 
 namespace naarpc::cli {
+
+namespace {
+
+// How much of a bad answer an error quotes.
+constexpr size_t kExcerptBytes = 80;
+
+// The first kExcerptBytes of text ("..." after them), each byte outside
+// printable ASCII as \xNN: no answer reaches the terminal raw or in full.
+std::string Excerpt(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kExcerptBytes; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (text.size() > kExcerptBytes) out += "...";
+  return out;
+}
+
+}  // namespace
 
 Result<std::vector<MetricSample>> ParseExposition(const std::string& text) {
   std::vector<MetricSample> out;
@@ -27,7 +53,9 @@ Result<std::vector<MetricSample>> ParseExposition(const std::string& text) {
     ++number;
     if (line.empty() || line[0] == '#') continue;
     auto bad = [&] {
-      return InvalidArgumentError("metrics line " + std::to_string(number) + ": '" + line + "'");
+      return InvalidArgumentError(
+          "metrics line " + std::to_string(number) + ": '" + Excerpt(line) + "'" +
+          (line.size() > kExcerptBytes ? " (" + std::to_string(line.size()) + " bytes)" : ""));
     };
     MetricSample s;
     size_t i = 0;
@@ -191,6 +219,15 @@ std::string ConnectProblem(const std::string& host, uint16_t port, int timeout_m
   return problem;
 }
 
+// Whether the text has a naarpc_ family: a sample, or (an endpoint that has
+// seen no call yet) a family's # TYPE line.
+bool HasNaarpcFamily(const std::string& text, const std::vector<MetricSample>& samples) {
+  for (const MetricSample& s : samples) {
+    if (s.name.rfind("naarpc_", 0) == 0) return true;
+  }
+  return text.rfind("# TYPE naarpc_", 0) == 0 || text.find("\n# TYPE naarpc_") != std::string::npos;
+}
+
 }  // namespace
 
 int Stats(const StatsArgs& a) {
@@ -198,6 +235,11 @@ int Stats(const StatsArgs& a) {
   if (!target.ok()) return Fail(kExitUsage, target.status().message());
   if (a.target.find(':') == std::string::npos || a.target.back() == ']') {
     return Fail(kExitUsage, "--target needs the metrics port (HOST:PORT)");
+  }
+  // ParseTarget takes "HOST:" for the NAA's default port; a metrics port
+  // has no default.
+  if (a.target.back() == ':') {
+    return Fail(kExitUsage, "--target '" + a.target + "': port '' is not a number in 1..65535");
   }
   constexpr int kConnectTimeoutS = 5, kReadTimeoutS = 10;
   const std::string url = "http://" + a.target + "/metrics";
@@ -232,9 +274,10 @@ int Stats(const StatsArgs& a) {
     return Fail(kExitUnreachable, url + ": " + what);
   }
   if (res->status != 200) {
-    return Fail(kExitUnreachable, url + " answered HTTP " + std::to_string(res->status) +
-                                      (res->reason.empty() ? "" : " (" + res->reason + ")") +
-                                      "; is this the metrics port (serve --metrics-port)?");
+    return Fail(kExitUnreachable,
+                url + " answered HTTP " + std::to_string(res->status) +
+                    (res->reason.empty() ? "" : " (" + Excerpt(res->reason) + ")") +
+                    "; is this the metrics port (serve --metrics-port)?");
   }
   if (a.raw) {
     std::fputs(res->body.c_str(), stdout);
@@ -244,6 +287,10 @@ int Stats(const StatsArgs& a) {
   if (!samples.ok()) {
     return Fail(kExitFailure,
                 url + ": not the Prometheus text format: " + samples.status().message());
+  }
+  if (!HasNaarpcFamily(res->body, *samples)) {
+    return Fail(kExitFailure,
+                "no naarpc_ metrics at " + url + " (is this a naarpc metrics endpoint?)");
   }
   std::fputs(StatsTable(*samples, a.side).c_str(), stdout);
   return kExitOk;

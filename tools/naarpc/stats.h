@@ -25,14 +25,16 @@ struct MetricSample {
   double value = 0;
 };
 // Parses the text format (comments and blank lines skipped, label values
-// unescaped); kInvalidArgument naming the bad line.
+// unescaped); kInvalidArgument naming the bad line and quoting its first 80
+// bytes, those outside printable ASCII as \xNN.
 Result<std::vector<MetricSample>> ParseExposition(const std::string& text);
 // The table `naarpc stats` prints, from naarpc's metrics; `side`: host,
 // naa or all.
 std::string StatsTable(const std::vector<MetricSample>& samples, const std::string& side);
 
-// Exit status as the other subcommands: 0, 1 not the metrics format, 2 bad
-// arguments, 4 unreachable or not an HTTP metrics endpoint.
+// Exit status as the other subcommands: 0, 1 not the metrics format or no
+// naarpc_ family in it, 2 bad arguments, 4 unreachable or not an HTTP
+// metrics endpoint.
 int Stats(const StatsArgs& args);
 
 }  // namespace naarpc::cli
