@@ -993,7 +993,9 @@ class ErrorsTest(unittest.TestCase):
         for target, message in (("127.0.0.1:99999", "port '99999' is not a number in 1..65535"),
                                 ("::1", "write IPv6 addresses in brackets"),
                                 ("[::1", "missing ']'"),
-                                (":5", "no host")):
+                                (":5", "no host"),
+                                ("127.0.0.1:", "port '' is not a number in 1..65535"),
+                                ("[::1]:", "port '' is not a number in 1..65535")):
             rc, out, err = run("call", "--idl", VECTOR, "--target", target, "Dot", "--in",
                                "a=[1]", "--in", "b=[1]")
             self.assertEqual(rc, EXIT_USAGE, target)

@@ -40,6 +40,7 @@ Result<Target> ParseTarget(const std::string& text, std::string_view option) {
   const std::string opt(option);
   Target t;
   std::string port;
+  bool has_port = false;  // a ':' after the host: then a port must follow
   if (!text.empty() && text[0] == '[') {
     const size_t close = text.find(']');
     if (close == std::string::npos) {
@@ -51,6 +52,7 @@ Result<Target> ParseTarget(const std::string& text, std::string_view option) {
         return InvalidArgumentError(opt + " '" + text + "': expected ':PORT' after ']'");
       }
       port = text.substr(close + 2);
+      has_port = true;
     }
   } else {
     const size_t colon = text.find(':');
@@ -60,13 +62,16 @@ Result<Target> ParseTarget(const std::string& text, std::string_view option) {
                                   "[addr]:port");
     }
     t.host = text.substr(0, colon);
-    if (colon != std::string::npos) port = text.substr(colon + 1);
+    if (colon != std::string::npos) {
+      port = text.substr(colon + 1);
+      has_port = true;
+    }
   }
   if (t.host.empty()) return InvalidArgumentError(opt + " '" + text + "': no host");
-  if (!port.empty()) {
+  if (has_port) {
     char* end = nullptr;
     const unsigned long v = std::strtoul(port.c_str(), &end, 10);
-    if (end != port.c_str() + port.size() || v == 0 || v > 65535) {
+    if (port.empty() || end != port.c_str() + port.size() || v == 0 || v > 65535) {
       return InvalidArgumentError(opt + " '" + text + "': port '" + port +
                                   "' is not a number in 1..65535");
     }
