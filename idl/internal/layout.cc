@@ -8,8 +8,6 @@
 namespace naarpc::idl::internal {
 namespace {
 
-using U128 = unsigned __int128;
-
 std::string Index(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
@@ -31,71 +29,6 @@ std::optional<std::vector<uint64_t>> ReadList(Object& o, std::string_view key, i
   }
   if (!ok) return std::nullopt;
   return out;
-}
-
-std::string List(const std::vector<uint64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-// naarpc::CheckLayout's extent arithmetic saturates at 2^63 and its repeat
-// message names the entry, not its value: those problems restated with exact
-// values (the IDL's integers are below 2^63). nullopt: its message stands.
-std::optional<std::string> ExactMessage(const naarpc::Layout& l,
-                                        const naarpc::LayoutProblem& prob) {
-  const U128 max = naarpc::kMaxLayoutExtent;
-  const std::string limit = std::to_string(naarpc::kMaxLayoutExtent) + " (2^40)";
-  switch (l.kind) {
-    case naarpc::Layout::Kind::kStrided: {
-      if (prob.field != "count" || l.count < 1) break;
-      const U128 reach = U128{l.offset} + U128{l.count - 1} * l.stride + l.block;
-      if (reach <= max) break;
-      return "the layout reaches " + Uint128ToString(reach) +
-             " elements from its base; at most " + limit;
-    }
-    case naarpc::Layout::Kind::kSubArray: {
-      if (prob.field != "shape" || prob.index != naarpc::LayoutProblem::kWholeField ||
-          l.shape.size() < 2 || l.shape.size() > 3) {
-        break;
-      }
-      U128 total = 1;
-      bool huge = false;  // 2^128 or more (three dimensions near 2^63)
-      for (uint64_t d : l.shape) {
-        if (d != 0 && total > ~U128{0} / d) huge = true;
-        else total *= d;
-      }
-      if (!huge && total <= max) break;
-      return "the array " + List(l.shape) + " has " +
-             (huge ? std::string("at least 2^128") : Uint128ToString(total)) +
-             " elements; at most " + limit;
-    }
-    case naarpc::Layout::Kind::kComposite: {
-      if (prob.field != "pieces" || prob.index >= l.pieces.size()) break;
-      const naarpc::LayoutPiece& piece = l.pieces[prob.index];
-      const U128 end = U128{piece.offset} + piece.length;
-      if (end <= max) break;
-      return "piece " + std::to_string(prob.index) + " [" + std::to_string(piece.offset) + ", " +
-             Uint128ToString(end) + ") reaches beyond " + limit + " elements";
-    }
-    case naarpc::Layout::Kind::kInterleaved: {
-      if (prob.field == "repeat" && prob.index < l.repeat.size()) {
-        return "repeat[" + std::to_string(prob.index) + "] is " +
-               std::to_string(l.repeat[prob.index]) + "; each must be 1.." + limit;
-      }
-      U128 cycle = 0;
-      for (uint64_t r : l.repeat) cycle += r;
-      // Whole cycles, but too many elements.
-      if (prob.field == "elements" && l.elements > max && cycle != 0 && l.elements % cycle == 0) {
-        return std::to_string(l.elements) + " elements; an interleaved layout places at most " +
-               limit;
-      }
-      break;
-    }
-    default:
-      break;
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -223,8 +156,7 @@ void ReadLayout(Object& p, Param& prm, std::optional<uint64_t> size, Sink& sink)
 
   if (std::optional<naarpc::LayoutProblem> prob = naarpc::CheckLayout(l)) {
     auto [loc, path] = where(fo ? &*fo : nullptr, *prob);
-    sink.Error(loc, path, "layout of parameter '" + shown + "': " +
-                              ExactMessage(l, *prob).value_or(prob->message));
+    sink.Error(loc, path, "layout of parameter '" + shown + "': " + prob->message);
     return;
   }
   const uint64_t elements = naarpc::LayoutElements(l);

@@ -46,13 +46,27 @@ uint64_t RepeatSum(const Layout& l) {
   return std::accumulate(l.repeat.begin(), l.repeat.end(), uint64_t{0});
 }
 
-// a * b, saturating at 2^63 (layouts are checked against far smaller limits).
-uint64_t Mul(uint64_t a, uint64_t b) {
-  if (a != 0 && b > (uint64_t{1} << 63) / a) return uint64_t{1} << 63;
-  return a * b;
+// Extent arithmetic is exact: 64-bit fields, 128-bit results (a subarray's
+// three dimensions may need more: Product says so).
+using U128 = unsigned __int128;
+
+std::string ToString(U128 v) {
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return digits;
 }
-uint64_t Add(uint64_t a, uint64_t b) {
-  return a > (uint64_t{1} << 63) - std::min(b, uint64_t{1} << 63) ? uint64_t{1} << 63 : a + b;
+
+// The product of `dims`, or nullopt at 2^128 or more.
+std::optional<U128> Product(const std::vector<uint64_t>& dims) {
+  U128 total = 1;
+  for (uint64_t d : dims) {
+    if (d != 0 && total > ~U128{0} / d) return std::nullopt;
+    total *= d;
+  }
+  return total;
 }
 
 std::string List(const std::vector<uint64_t>& v) {
@@ -128,10 +142,10 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
         return Problem("stride", W,
                        "stride " + std::to_string(l.stride) + " < block " +
                            std::to_string(l.block) + ": consecutive blocks would overlap");
-      const uint64_t reach = Add(Add(l.offset, Mul(l.count - 1, l.stride)), l.block);
+      const U128 reach = U128{l.offset} + U128{l.count - 1} * l.stride + l.block;
       if (reach > kMaxLayoutExtent)
         return Problem("count", W,
-                       "the layout reaches " + std::to_string(reach) +
+                       "the layout reaches " + ToString(reach) +
                            " elements from its base; at most " + limit);
       return std::nullopt;
     }
@@ -149,20 +163,20 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
         return Problem("offsets", W,
                        "offsets has " + std::to_string(l.offsets.size()) +
                            " dimensions, shape " + std::to_string(r));
-      uint64_t total = 1;
       for (size_t i = 0; i < r; ++i) {
         if (l.shape[i] < 1) return Problem("shape", i, "dimension " + std::to_string(i) + " is 0");
         if (l.extents[i] < 1)
           return Problem("extents", i, "extent " + std::to_string(i) + " is 0");
-        total = Mul(total, l.shape[i]);
       }
-      if (total > kMaxLayoutExtent)
+      const std::optional<U128> total = Product(l.shape);
+      if (!total || *total > kMaxLayoutExtent)
         return Problem("shape", W,
-                       "the array " + List(l.shape) + " has " + std::to_string(total) +
+                       "the array " + List(l.shape) + " has " +
+                           (total ? ToString(*total) : std::string("at least 2^128")) +
                            " elements; at most " + limit);
       for (size_t i = 0; i < r; ++i) {
         const uint64_t o = l.offsets.empty() ? 0 : l.offsets[i];
-        if (Add(o, l.extents[i]) > l.shape[i])
+        if (U128{o} + l.extents[i] > l.shape[i])
           return Problem("extents", i,
                          "dimension " + std::to_string(i) + ": offset " + std::to_string(o) +
                              " + extent " + std::to_string(l.extents[i]) +
@@ -178,9 +192,12 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
       for (size_t i = 0; i < l.pieces.size(); ++i) {
         if (l.pieces[i].length < 1)
           return Problem("pieces", i, "piece " + std::to_string(i) + " has length 0");
-        if (Add(l.pieces[i].offset, l.pieces[i].length) > kMaxLayoutExtent)
+        const U128 end = U128{l.pieces[i].offset} + l.pieces[i].length;
+        if (end > kMaxLayoutExtent)
           return Problem("pieces", i,
-                         "piece " + std::to_string(i) + " reaches beyond " + limit + " elements");
+                         "piece " + std::to_string(i) + " [" +
+                             std::to_string(l.pieces[i].offset) + ", " + ToString(end) +
+                             ") reaches beyond " + limit + " elements");
       }
       std::vector<size_t> order(l.pieces.size());
       std::iota(order.begin(), order.end(), size_t{0});
@@ -219,10 +236,15 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
       for (size_t i = 0; i < l.repeat.size(); ++i) {
         if (l.repeat[i] < 1 || l.repeat[i] > kMaxLayoutExtent)
           return Problem("repeat", i,
-                         "repeat " + std::to_string(i) + " must be 1.." + limit);
+                         "repeat[" + std::to_string(i) + "] is " + std::to_string(l.repeat[i]) +
+                             "; each must be 1.." + limit);
       }
       const uint64_t cycle = RepeatSum(l);
-      if (l.elements < 1 || l.elements % cycle != 0 || l.elements > kMaxLayoutExtent)
+      if (l.elements % cycle == 0 && l.elements > kMaxLayoutExtent)
+        return Problem("elements", W,
+                       std::to_string(l.elements) +
+                           " elements; an interleaved layout places at most " + limit);
+      if (l.elements < 1 || l.elements % cycle != 0)
         return Problem("elements", W,
                        std::to_string(l.elements) + " elements are not whole cycles of " +
                            std::to_string(cycle) + " (the sum of repeat " + List(l.repeat) + ")");

@@ -100,6 +100,34 @@ TEST(Layout, InvalidLayoutsNameTheField) {
   EXPECT_EQ(field(Layout::Interleaved({1}, 7)).substr(0, 7), "repeat:");
 }
 
+// Sizes beyond the limits are stated as they are (no 64-bit saturation),
+// and an entry's message gives its value.
+TEST(Layout, OversizedLayoutsStateTheirTrueSize) {
+  auto message = [](const Layout& l) {
+    auto p = CheckLayout(l);
+    return p ? p->message : std::string("ok");
+  };
+  constexpr uint64_t k2to40 = uint64_t{1} << 40;
+  EXPECT_EQ(message(Layout::Strided(k2to40, 1, k2to40)),
+            "the layout reaches 1208925819613529663078401 elements from its base; at most "
+            "1099511627776 (2^40)");  // (2^40 - 1) * 2^40 + 1
+  EXPECT_EQ(message(Layout::SubArray({uint64_t{1} << 32, uint64_t{1} << 32, uint64_t{1} << 32},
+                                     {1, 2, 2}, {})),
+            "the array [4294967296, 4294967296, 4294967296] has 79228162514264337593543950336 "
+            "elements; at most 1099511627776 (2^40)");  // 2^96
+  const uint64_t huge = ~uint64_t{0};
+  EXPECT_EQ(message(Layout::SubArray({huge, huge, huge}, {1, 1, 1}, {})),
+            "the array [" + std::to_string(huge) + ", " + std::to_string(huge) + ", " +
+                std::to_string(huge) + "] has at least 2^128 elements; at most 1099511627776 (2^40)");
+  EXPECT_EQ(message(Layout::Composite({{huge, 2}})),
+            "piece 0 [18446744073709551615, 18446744073709551617) reaches beyond 1099511627776 "
+            "(2^40) elements");
+  EXPECT_EQ(message(Layout::Interleaved({2, 2 * k2to40}, 4)),
+            "repeat[1] is 2199023255552; each must be 1..1099511627776 (2^40)");
+  EXPECT_EQ(message(Layout::Interleaved({1, 1}, 2 * k2to40)),
+            "2199023255552 elements; an interleaved layout places at most 1099511627776 (2^40)");
+}
+
 TEST(Layout, GatherThenScatterRoundTrips) {
   std::vector<double> m(4 * 5);
   std::iota(m.begin(), m.end(), 0.0);
