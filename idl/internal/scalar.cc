@@ -261,13 +261,4 @@ std::string DescribePlain(std::string_view s) {
   }
 }
 
-std::string Uint128ToString(unsigned __int128 v) {
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
-    v /= 10;
-  } while (v != 0);
-  return digits;
-}
-
 }  // namespace naarpc::idl::internal

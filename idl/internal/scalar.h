@@ -35,9 +35,6 @@ std::optional<bool> ParseBool12(std::string_view s);
 // "integer 42", "boolean true (in YAML 1.1)", ... for messages.
 std::string DescribePlain(std::string_view s);
 
-// Decimal text of a 128-bit count (sizes are checked exactly, not saturated).
-std::string Uint128ToString(unsigned __int128 v);
-
 }  // namespace naarpc::idl::internal
 
 #endif  // NAARPC_IDL_INTERNAL_SCALAR_H_

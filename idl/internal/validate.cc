@@ -8,6 +8,7 @@
 #include "idl/internal/layout.h"
 #include "idl/internal/scalar.h"
 #include "idl/internal/schema.h"
+#include "runtime/u128_text.h"
 
 namespace naarpc::idl::internal {
 namespace {
@@ -391,7 +392,7 @@ class Builder {
       if (bytes > kMaxRegionBytes) {
         const char* key = prm.variable ? "max" : "size";
         sink_.Error(p.At(key), p.Path(key),
-                    "parameter '" + shown + "' needs " + Uint128ToString(bytes) +
+                    "parameter '" + shown + "' needs " + naarpc::internal::U128Text(bytes) +
                         " bytes; one parameter is limited to " + std::to_string(kMaxRegionBytes) +
                         " bytes (1 GiB, one wire region" +
                         (prm.variable ? ", including the 8-byte length header)" : ")"));
@@ -435,7 +436,7 @@ class Builder {
         const unsigned __int128 bytes = Bytes(prm.stream->chunk, Describe(*type).size);
         if (bytes > kMaxStreamChunkBytes) {
           sink_.Error(so.At("chunk"), so.Path("chunk"),
-                      "stream '" + shown + "' has chunks of " + Uint128ToString(bytes) +
+                      "stream '" + shown + "' has chunks of " + naarpc::internal::U128Text(bytes) +
                           " bytes; a chunk is limited to " + std::to_string(kMaxStreamChunkBytes) +
                           " bytes (8 MiB, docs/protocol.md 15.1)");
           prm.stream->chunk = 1;
@@ -510,7 +511,7 @@ class Builder {
                         "; it must be at least 1 element");
       } else if (type_known && bytes > kMaxRegionBytes) {
         sink_.Error(o.At("size"), o.Path("size"),
-                    "internal region '" + shown + "' needs " + Uint128ToString(bytes) +
+                    "internal region '" + shown + "' needs " + naarpc::internal::U128Text(bytes) +
                         " bytes; the limit is " + std::to_string(kMaxRegionBytes) + " (1 GiB)");
       } else {
         in.count = static_cast<uint64_t>(*n);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "naarpc/strided_view.h"
+#include "runtime/u128_text.h"
 
 namespace naarpc {
 namespace {
@@ -49,15 +50,7 @@ uint64_t RepeatSum(const Layout& l) {
 // Extent arithmetic is exact: 64-bit fields, 128-bit results (a subarray's
 // three dimensions may need more: Product says so).
 using U128 = unsigned __int128;
-
-std::string ToString(U128 v) {
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
-    v /= 10;
-  } while (v != 0);
-  return digits;
-}
+using internal::U128Text;
 
 // The product of `dims`, or nullopt at 2^128 or more.
 std::optional<U128> Product(const std::vector<uint64_t>& dims) {
@@ -145,7 +138,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
       const U128 reach = U128{l.offset} + U128{l.count - 1} * l.stride + l.block;
       if (reach > kMaxLayoutExtent)
         return Problem("count", W,
-                       "the layout reaches " + ToString(reach) +
+                       "the layout reaches " + U128Text(reach) +
                            " elements from its base; at most " + limit);
       return std::nullopt;
     }
@@ -172,7 +165,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
       if (!total || *total > kMaxLayoutExtent)
         return Problem("shape", W,
                        "the array " + List(l.shape) + " has " +
-                           (total ? ToString(*total) : std::string("at least 2^128")) +
+                           (total ? U128Text(*total) : std::string("at least 2^128")) +
                            " elements; at most " + limit);
       for (size_t i = 0; i < r; ++i) {
         const uint64_t o = l.offsets.empty() ? 0 : l.offsets[i];
@@ -196,7 +189,7 @@ std::optional<LayoutProblem> CheckLayout(const Layout& l) {
         if (end > kMaxLayoutExtent)
           return Problem("pieces", i,
                          "piece " + std::to_string(i) + " [" +
-                             std::to_string(l.pieces[i].offset) + ", " + ToString(end) +
+                             std::to_string(l.pieces[i].offset) + ", " + U128Text(end) +
                              ") reaches beyond " + limit + " elements");
       }
       std::vector<size_t> order(l.pieces.size());
