@@ -75,6 +75,13 @@ struct NaaCall {
   // Why the call failed, set by a handler that returns a non-zero status;
   // the NAA logs it (the host sees only the status).
   std::string failure_detail;
+  // For a handler whose kernel may keep views of `params`, `internal` or a
+  // stream's chunks past Handle() (the Python module's): call it before
+  // Handle() returns; the memory of this connection's regions and streams
+  // then stays allocated (counted against the server's memory limits) until
+  // the returned handle is gone, after the connection ended too. Later calls
+  // of the connection reuse that memory. Set by NaaServer.
+  std::function<std::shared_ptr<const void>()> retain_memory;
 };
 
 class NaaHandler {
@@ -168,7 +175,8 @@ struct ServerOptions {
   // capability is not echoed (the host then refuses the session).
   bool memory_windows = true;
   // Receives one line per connection-level event worth knowing (a client
-  // that broke the protocol, a disconnect mid-call). Default: naarpc's log
+  // that broke the protocol, a disconnect mid-call, a refused call or
+  // handshake; docs/server.md, "Log"). Default: naarpc's log
   // (naarpc/log.h, component "server"; stderr unless its sink is replaced).
   // Lines pass NAARPC_LOG's filter for "server" either way.
   std::function<void(std::string_view)> log;

@@ -211,7 +211,8 @@ class Connection {
   // WaitNotify or TryPollCompletions reports kDisconnected (the latter
   // still returns what is left first). Only watch it, never read it; it
   // stays valid for the connection's lifetime.
-  // -1 if the backend has none (drive the connection with WaitNotify).
+  // -1 if the backend has none (drive the connection with WaitNotify), or
+  // if creating it failed: then errno says why (e.g. EMFILE).
   virtual int notify_fd() { return -1; }
 
   // Most gather entries one send work request may carry
@@ -243,6 +244,10 @@ class Connection {
   // "peer disconnected"); empty while it is up or if the backend cannot tell.
   // Flushed completions name it in their errors.
   virtual std::string down_reason() const { return {}; }
+  // Whether it broke on a fault (the peer broke the transport's protocol,
+  // its bytes stopped mid-message, a request failed) rather than by a close
+  // of either side; false while up, or if the backend cannot tell.
+  virtual bool down_on_fault() const { return false; }
 
   // What the listener's accept hook returned for this connection
   // (Listener::SetAcceptHook); null once taken, or if none ran.

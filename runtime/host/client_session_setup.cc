@@ -9,6 +9,24 @@ using internal::IsOutput;
 using internal::IsReturn;
 using internal::Quote;
 
+namespace {
+
+// `s` (from connection setup or the MRSP, before the NAA's MRSP answer
+// arrived) with what a disconnect there most likely means: a software NAA
+// that refuses a connection at one of its limits closes it right after the
+// transport accepted it, and the host sees only a flush or a down
+// connection. The code and the transport's detail stay (callers, pools and
+// channel failover go by the code).
+Status ClosedBeforeMrspAnswer(Status s) {
+  if (s.code() != StatusCode::kDisconnected) return s;
+  return s.WithContext(
+      "the connection ended during the MRSP handshake, before the NAA answered it: the NAA may "
+      "have refused the connection at one of its limits (connections, handshakes per peer) - "
+      "its log says which");
+}
+
+}  // namespace
+
 Status ClientSession::Impl::BuildLayout(std::vector<RegionSpec> specs) {
   const Dialect dialect = options.dialect;
   if (options.max_region_size == 0 || options.max_region_size > kMaxRegionSize) {
@@ -202,7 +220,7 @@ Status ClientSession::Impl::Register() {
     if (!mr.ok()) return mr.status().WithContext("registering the metadata region");
     regions.metadata_mr = std::move(mr).value();
   }
-  NAARPC_RETURN_IF_ERROR(ep.SetUp(*conn));
+  NAARPC_RETURN_IF_ERROR(ClosedBeforeMrspAnswer(ep.SetUp(*conn)));
   for (WireRegion& w : regions.wire) {
     if (w.internal) continue;
     const MemoryRegion& mr =
@@ -240,9 +258,9 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
   const Deadline deadline = Deadline::Earlier(call_deadline, Deadline::After(options.mrsp_timeout));
   const uint64_t recv_id = internal::Endpoint::MrspRecvId();
   const uint64_t send_id = internal::Endpoint::MrspSendId();
-  NAARPC_RETURN_IF_ERROR(ep.PostMrspReceive());
+  NAARPC_RETURN_IF_ERROR(ClosedBeforeMrspAnswer(ep.PostMrspReceive()));
   NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspSending));
-  NAARPC_RETURN_IF_ERROR(ep.SendMrsp(MrspMessage(req)));
+  NAARPC_RETURN_IF_ERROR(ClosedBeforeMrspAnswer(ep.SendMrsp(MrspMessage(req))));
 
   bool sent = false, received = false;
   uint32_t reply_len = 0;
@@ -287,7 +305,8 @@ Status ClientSession::Impl::RunMrsp(Deadline call_deadline) {
         "solicited-event bit, which naarpc sets: check that the peer is a NAAICE NAA and "
         "expects the " + std::string(DialectName(options.dialect)) + " dialect)");
   }
-  NAARPC_RETURN_IF_ERROR(polled);
+  // Received: the NAA answered, and what follows reports on its answer.
+  NAARPC_RETURN_IF_ERROR(received ? polled : ClosedBeforeMrspAnswer(polled));
   if (sm.state() == CommState::kMrspSending) {
     NAARPC_RETURN_IF_ERROR(sm.Transition(CommState::kMrspReceiving));
   }

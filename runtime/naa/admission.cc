@@ -197,8 +197,8 @@ Status Admission::Reserve(uint64_t id, uint64_t bytes, Deadline deadline, uint64
     }
     if (releasing < shortfall) {
       for (Conn* v : victims) UnreclaimLocked(*v);
-      return ResourceExhaustedError("the memory budget has " + std::to_string(in_use) +
-                                    " bytes in use");
+      return ResourceExhaustedError(
+          "no idle session of a peer holding more can be reclaimed to cover it");
     }
     std::vector<ReclaimFn> closes;
     for (Conn* v : victims) closes.push_back(std::exchange(v->reclaim, nullptr));

@@ -1,6 +1,7 @@
 #include "runtime/naa/connection_server.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -8,6 +9,23 @@
 #include "runtime/wire/metadata.h"
 
 namespace naarpc::internal {
+
+namespace {
+
+// "0x00000085" (log lines).
+std::string ImmText(uint32_t imm) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", imm);
+  return buf;
+}
+
+}  // namespace
+
+std::string ConnectionServer::RoutineText(uint8_t function_code) const {
+  const std::string_view name = server_.handler.RoutineName(function_code);
+  const std::string code = "function " + std::to_string(function_code);
+  return name.empty() ? code : std::string(name) + " (" + code + ")";
+}
 
 uint8_t ConnectionServer::ResolveReturnRegions(std::vector<size_t>& returns) {
   if (regions_.dialect == Dialect::kReference) {
@@ -101,9 +119,9 @@ std::optional<uint8_t> ConnectionServer::RunKernel(NaaCall& call) {
     try {
       return server_.handler.Handle(call);
     } catch (const std::exception& e) {
-      Log("kernel for function " + std::to_string(call.function_code) + " threw: " + e.what());
+      Log("kernel of " + RoutineText(call.function_code) + " threw: " + e.what());
     } catch (...) {
-      Log("kernel for function " + std::to_string(call.function_code) + " threw");
+      Log("kernel of " + RoutineText(call.function_code) + " threw");
     }
     return kNaaStatusKernelFailed;
   };
@@ -119,7 +137,7 @@ std::optional<uint8_t> ConnectionServer::RunKernel(NaaCall& call) {
       !armed.ok()) {
     // Its time limit cannot be enforced: the kernel does not run.
     calls_.kernel_owner = {};
-    Log("kernel for function " + std::to_string(call.function_code) + " not run: " +
+    Log("kernel of " + RoutineText(call.function_code) + " not run: " +
         armed.message());
     return kNaaStatusKernelFailed;
   }
@@ -138,6 +156,11 @@ std::optional<uint8_t> ConnectionServer::RunKernel(NaaCall& call) {
   return status;
 }
 
+std::shared_ptr<const void> ConnectionServer::RetainMemory() {
+  calls_.memory_retained.store(true);
+  return shared_from_this();
+}
+
 std::function<void()> ConnectionServer::Expired() {
   // Under the watchdog's lock, the kernel's thread still in RunKernel (it
   // disarms before it leaves): everything read here is the current call's.
@@ -153,7 +176,7 @@ std::function<void()> ConnectionServer::Expired() {
 
 void ConnectionServer::TakeOverOverrun(const EventEngine::Owner& owner,
                                        std::chrono::milliseconds timeout, uint8_t code) {
-  Log("kernel for function " + std::to_string(code) + " exceeded " +
+  Log("kernel of " + RoutineText(code) + " exceeded " +
       std::to_string(timeout.count()) + " ms; answering 0x02 and closing the connection "
       "(the kernel runs on with its own memory)");
   calls_.kernel_overran = true;
@@ -195,8 +218,18 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
   } end_observation{this, &status};
   if (!req) {
     status = kNaaStatusUnknownFunction;
+    Log("call refused (0x03): request immediate " + ImmText(imm) +
+        " names no function (expected a function code 1..127" +
+        ((imm & kImmHostToNaaBit) == 0 ? std::string(" and, in the spec dialect, nothing else)")
+                                       : std::string(")")));
   } else if (req->host_to_naa_bit != (regions_.dialect == Dialect::kReference)) {
     status = kNaaStatusBadRegionLayout;  // immediate of the other dialect
+    Log("call of function " + std::to_string(req->function_code) + " refused (0x04): request "
+        "immediate " + ImmText(imm) + " is of the " +
+        std::string(DialectName(req->host_to_naa_bit ? Dialect::kReference : Dialect::kSpec)) +
+        " dialect (bit 7 " + (req->host_to_naa_bit ? "set" : "clear") + "); the MRSP chose the " +
+        std::string(DialectName(regions_.dialect)) + " dialect (bit 7 " +
+        (regions_.dialect == Dialect::kReference ? "set" : "clear") + " expected)");
   } else if (options().dialect.has_value() && *options().dialect != regions_.dialect) {
     status = kNaaStatusBadRegionLayout;
     Log("call of function " + std::to_string(req->function_code) +
@@ -218,7 +251,8 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
                           .params = view_.params,
                           .internal = view_.internal,
                           .streams = streams_.ptrs,
-                          .failure_detail = {}};
+                          .failure_detail = {},
+                          .retain_memory = [this] { return RetainMemory(); }};
     if (observation_.active) {
       for (const NaaRegion& r : view_.params) {
         if (r.is_input) observation_.bytes_in += r.data.size();
@@ -241,6 +275,9 @@ Status ConnectionServer::HandleCall(uint32_t imm) {
     if (status != kNaaStatusSuccess && !calls_.call.failure_detail.empty()) {
       Log("call of function " + std::to_string(calls_.call.function_code) + " failed with status " +
           std::to_string(status) + ": " + calls_.call.failure_detail);
+    } else if (status == kNaaStatusUnknownFunction) {
+      Log("call of function " + std::to_string(req->function_code) +
+          " answered 0x03 (unknown function): the handler serves no routine with that code");
     }
   }
   return EndCall(status);

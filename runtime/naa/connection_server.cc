@@ -1,6 +1,8 @@
 #include "runtime/naa/connection_server.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 
 namespace naarpc::internal {
@@ -30,6 +32,20 @@ void ConnectionServer::Finish(const Status& why) {
   if (!why.ok() && why.code() != StatusCode::kDisconnected) {
     protocol_.sm.Fail();
     Log(why.ToString());
+  } else if (!why.ok()) {
+    // A host that leaves between calls is normal; one that leaves mid-call,
+    // or a connection the transport broke on a fault (a protocol violation,
+    // a stall), is logged with the transport's reason.
+    std::string reason = conn_->down_reason();
+    if (reason.empty()) reason = why.message();
+    if (calls_.in_call) {
+      Log("disconnected during a call of " + RoutineText(calls_.code) + ": " + reason);
+    } else if (calls_.results_unacked) {
+      Log("disconnected before acknowledging the results of " + RoutineText(calls_.code) +
+          ": " + reason);
+    } else if (conn_->down_on_fault()) {
+      Log("disconnected: " + reason);
+    }
   }
   // A kernel that overran its limit is not waited for: it was abandoned and
   // holds this object (the regions' memory) until it returns; the host's
@@ -45,10 +61,11 @@ void ConnectionServer::Ended() {
     conn_.reset();
   }
   // Slot and memory are free before the server counts the connection
-  // closed. Memory a kernel that overran its limit still uses goes back
-  // when it returns (~ConnectionServer); until then only the slot is free.
+  // closed. Memory a kernel that overran its limit still uses, or that a
+  // handler retained (NaaCall::retain_memory), goes back with the last
+  // owner (~ConnectionServer); until then only the slot is free.
   if (place_.admission_id != 0) {
-    if (calls_.kernel_overran) {
+    if (calls_.kernel_overran || calls_.memory_retained.load()) {
       server_.shared->admission.Closed(place_.admission_id);
     } else {
       streams_.list.clear();
@@ -85,10 +102,15 @@ Status ConnectionServer::Begin() {
   NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kReady));
   NAARPC_RETURN_IF_ERROR(protocol_.sm.Transition(CommState::kConnected));
   protocol_.mrsp_deadline = Deadline::After(options().mrsp_timeout);
+  errno = 0;
   place_.fd = conn_->notify_fd();
   if (place_.fd < 0) {
-    return FailedPreconditionError(
-        "the " + place_.peer + " connection has no notify_fd: the NAA's engine cannot drive it");
+    const int err = errno;  // set if creating it failed (transport.h)
+    const std::string what = "the " + place_.peer + " connection has no notify_fd" +
+                             (err != 0 ? std::string(" (") + std::strerror(err) + ")" : "") +
+                             ": the NAA's engine cannot drive it";
+    return err == EMFILE || err == ENFILE || err == ENOMEM ? ResourceExhaustedError(what)
+                                                           : FailedPreconditionError(what);
   }
   if (std::shared_ptr<void> prepared = conn_->TakeAcceptContext()) {
     // The listener's accept hook (NaaServer::Start) set it up and posted
@@ -190,7 +212,10 @@ Status ConnectionServer::ServeQueuedCalls() {
       return Status::Ok();
     }
     server_.engine.BeforeBlocking();  // the kernel may take long: others are served meanwhile
+    calls_.in_call = true;
+    calls_.code = static_cast<uint8_t>(imm & 0x7f);
     NAARPC_RETURN_IF_ERROR(HandleCall(imm));
+    calls_.in_call = false;
     // (After a kernel timeout HandleCall fails: the connection ends,
     // docs/protocol.md 7.4.)
     server_.shared->admission.Idle(*place_.admission_slot);
@@ -203,6 +228,9 @@ Status ConnectionServer::OnDataCompletion(const Completion& c, bool& host_left) 
   if (c.status != CompletionStatus::kSuccess) {
     if (c.status == CompletionStatus::kFlushed) {
       host_left = true;
+      // A result write the host never acknowledged: it left mid-call (or
+      // was killed before its transport acknowledged them).
+      if (kind != WrKind::kDataRecv && calls_.count > 0) calls_.results_unacked = true;
       return Status::Ok();
     }
     return CompletionFailure(

@@ -212,6 +212,9 @@ class ConnectionServer final : public Driven,
   // and ended the connection (TakeOverOverrun); the caller must return
   // without touching anything of the connection.
   std::optional<uint8_t> RunKernel(NaaCall& call);
+  // NaaCall::retain_memory: this object (its regions' memory) for the
+  // handler; the memory then outlives the connection (Ended()).
+  std::shared_ptr<const void> RetainMemory();
   // The watchdog's alarm for the running kernel (KernelAlarm): takes the
   // connection over (TakeOverOverrun) if the kernel has not returned first.
   std::function<void()> Expired() override;
@@ -230,6 +233,8 @@ class ConnectionServer final : public Driven,
   bool NoteIdle();
   // When NoteIdle has something to do next; infinite if nothing.
   Deadline IdleDeadline() const;
+  // "Service.Routine (function 11)" (NaaHandler::RoutineName), or "function 11".
+  std::string RoutineText(uint8_t function_code) const;
   Status Reply(uint8_t status, const std::vector<size_t>& returns);
   // Builds calls_.reply for this status and these returns.
   Status BuildReply(uint8_t status, const std::vector<size_t>& returns);
@@ -338,6 +343,12 @@ class ConnectionServer final : public Driven,
     EventEngine::Owner kernel_owner;
     std::chrono::milliseconds kernel_timeout{0};
     bool kernel_overran = false;  // its kernel given up; the connection ends
+    std::atomic<bool> memory_retained{false};  // RetainMemory() was called
+    // A call is being served, or a result write of the last one was flushed
+    // unacknowledged: the connection ending now is logged.
+    bool in_call = false;
+    bool results_unacked = false;
+    uint8_t code = 0;  // of the last call
     IdleTracker idle;
   };
 

@@ -48,11 +48,13 @@ class NaaServer::Impl {
       auto conn = listener->Accept(Deadline::Infinite());
       if (!conn.ok()) {
         if (stopping.load()) break;
-        // A peer's failed handshake costs nothing; only running out of
-        // descriptors backs off.
-        shared->Log("naarpc NAA: accept failed: " + conn.status().ToString());
+        // A peer's failed handshake costs nothing (the transport's message
+        // names the peer); only running out of descriptors backs off.
         if (conn.status().code() == StatusCode::kResourceExhausted) {
+          shared->Log("naarpc NAA: accept failed: " + conn.status().ToString());
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        } else {
+          shared->Log("naarpc NAA: " + conn.status().message());
         }
         continue;
       }

@@ -116,6 +116,7 @@ TEST_P(ServerLimitsTest, MemoryBudgetSpansConnectionsAndIsFreedWithThem) {
   // 2 MiB of parameters (+ the spec dialect's 8-byte metadata region).
   EXPECT_TRUE(lines_.WaitFor("bytes requested; the server's memory budget 3145728 has 20971"))
       << lines_.All();
+  EXPECT_EQ(lines_.Count("the memory budget has"), 0u) << lines_.All();  // said once
   ExpectEcho(**a, 1);  // the first is unaffected
   ASSERT_TRUE((*a)->Close().ok());
   ASSERT_TRUE(server_->WaitForOpenConnectionsAtMost(0, Deadline::After(20s)));
@@ -140,6 +141,27 @@ TEST_P(ServerLimitsTest, ConnectionLimitClosesTheExtraOneAndServesTheOthers) {
   auto d = Open(64);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ExpectEcho(**d, 5);
+}
+
+// A refused connection is closed by the NAA before its MRSP answer: the
+// host's error says so, keeps kDisconnected and the transport's detail.
+TEST_P(ServerLimitsTest, ARefusedConnectionIsNamedInTheHostsError) {
+  ServerOptions options;
+  options.max_connections = 1;
+  Start(options);
+  auto a = Open(64);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = Open(64);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kDisconnected) << b.status().ToString();
+  EXPECT_NE(b.status().message().find(
+                "the connection ended during the MRSP handshake, before the NAA answered it: the "
+                "NAA may have refused the connection at one of its limits"),
+            std::string::npos)
+      << b.status().ToString();
+  EXPECT_NE(b.status().message().find("NAA at "), std::string::npos) << b.status().ToString();
+  EXPECT_TRUE(lines_.WaitFor("connection limit 1 reached")) << lines_.All();
+  ExpectEcho(**a, 6);
 }
 
 TEST_P(ServerLimitsTest, IdleTimeoutClosesAnIdleConnection) {
@@ -213,8 +235,14 @@ TEST_P(ServerLimitsTest, SilentAndGarbageHandshakesDoNotDelayALegitimateHost) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ExpectEcho(**a, 6);
   for (int fd : fds) ::close(fd);
+  EXPECT_TRUE(lines_.WaitFor("handshake with 127.0.0.1:")) << lines_.All();
   EXPECT_NE(lines_.All().find("is not an emulated-transport peer"), std::string::npos)
       << lines_.All();
+  // The silent ones past the 64 in progress were dropped, and said so.
+  EXPECT_TRUE(lines_.WaitFor("failed: dropped, the oldest of more than 64 in progress"))
+      << lines_.All();
+  // "accept failed" is for running out of descriptors (docs/server.md).
+  EXPECT_EQ(lines_.Count("accept failed"), 0u) << lines_.All();
 }
 
 // Threads of this process (the test's and the server's).
@@ -434,6 +462,9 @@ TEST_P(OnePeerCannotStarveAnother, ACallThatStopsInTheMiddleOfItsData) {
   ExpectPeerBServed((32 << 20) - 64, 13);
   const Status st = call.get();
   EXPECT_EQ(st.code(), StatusCode::kDisconnected) << st.ToString();  // the NAA gave up on it
+  EXPECT_TRUE(lines_.WaitFor("]: disconnected: the peer stopped sending in the middle of a "
+                             "message: 1048576 of its"))
+      << lines_.All();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, OnePeerCannotStarveAnother,

@@ -261,7 +261,7 @@ Status EmuConnection::PostSend(std::span<const SendRequest> requests) {
     }
   }
   if (drop) {
-    Break("fault injection dropped the connection");
+    Break("fault injection dropped the connection", /*fault=*/false);
     return Status::Ok();
   }
   Pump();
@@ -365,7 +365,7 @@ Status EmuConnection::Disconnect() {
   if (op_mu_.try_lock()) {
     if (!broken_) {
       Push();
-      Break("disconnected locally");
+      Break("disconnected locally", /*fault=*/false);
     }
     UpdateNotifyFd();
     op_mu_.unlock();
@@ -377,14 +377,23 @@ Status EmuConnection::Disconnect() {
 int EmuConnection::notify_fd() {
   std::lock_guard<OpMutex> lock(op_mu_);
   if (notify_.ep.get() >= 0) return notify_.ep.get();
+  // On failure errno says why (transport.h): kept past the closes.
+  int err = 0;
   UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
-  UniqueFd timer(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-  if (ep.get() < 0 || timer.get() < 0) return -1;
+  if (ep.get() < 0) err = errno;
+  UniqueFd timer(err == 0 ? ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1);
+  if (err == 0 && timer.get() < 0) err = errno;
   epoll_event sock{}, tick{};
   sock.events = EPOLLIN | EPOLLRDHUP;
   tick.events = EPOLLIN;
-  if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd_.get(), &sock) != 0 ||
-      ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, timer.get(), &tick) != 0) {
+  if (err == 0 && (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd_.get(), &sock) != 0 ||
+                   ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, timer.get(), &tick) != 0)) {
+    err = errno;
+  }
+  if (err != 0) {
+    ep.Reset();
+    timer.Reset();
+    errno = err;
     return -1;
   }
   notify_.ep = std::move(ep);

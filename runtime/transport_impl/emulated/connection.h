@@ -233,7 +233,8 @@ struct Input {
 };
 
 // EmulatedOptions::stall_timeout: when the message being received ends,
-// unless its bytes progress; the message (seq) and bytes it last saw.
+// unless its bytes progress; the message (seq; 0: a frame header read in
+// part) and bytes it last saw.
 struct StallWatch {
   std::optional<Clock::time_point> deadline;
   uint64_t seq = 0;
@@ -297,6 +298,7 @@ class EmuConnection final : public Connection {
   Status Disconnect() override;
   std::string peer_name() const override { return peer_; }
   std::string down_reason() const override { return broken_ ? broken_reason_ : std::string(); }
+  bool down_on_fault() const override { return broken_ && broken_on_fault_; }
   uint32_t send_queue_depth() const override { return opts_.send_queue_depth; }
   uint32_t max_send_sge() const override { return std::max<uint32_t>(opts_.max_send_sge, 1); }
   Result<std::unique_ptr<MemoryWindow>> AllocateWindow() override {
@@ -317,7 +319,7 @@ class EmuConnection final : public Connection {
   }
   void CheckDisconnectRequest() {
     if (!broken_ && disconnect_requested_.load(std::memory_order_acquire)) {
-      Break("disconnected locally");
+      Break("disconnected locally", /*fault=*/false);
     }
   }
 
@@ -346,7 +348,9 @@ class EmuConnection final : public Connection {
     if (w.duplicate) return;
     Complete(w.wr_id, w.opcode, st, w.len, vendor, w.post_index);
   }
-  void Break(std::string reason);
+  // Enters the error state. `fault`: not a close by either side
+  // (down_on_fault()).
+  void Break(std::string reason, bool fault = true);
   void ResponderFail(uint64_t seq, CompletionStatus st, uint32_t vendor, std::string reason);
   // Each of Pump, NextTimer, WatchStall and Push returns at once when it
   // has nothing to do (most calls: inline, no call made).
@@ -360,12 +364,13 @@ class EmuConnection final : public Connection {
     return NextTimerQueued();
   }
   std::optional<Clock::time_point> NextTimerQueued() const;
-  // (Re)arms the stall deadline of a message in progress; `looked`: a read
+  // (Re)arms the stall deadline of a message in progress (its payload, or a
+  // frame header read in part); `looked`: a read
   // (or a poll for input) has just been made, so a deadline already passed
   // means its bytes really stopped: the connection breaks. Only then: a
   // receiver that was busy elsewhere reads what came first.
   void WatchStall(bool looked) {
-    if (!in_.payload_pending && !stall_.deadline) return;
+    if (!in_.payload_pending && in_.wpos == in_.rpos && !stall_.deadline) return;
     WatchStallPending(looked);
   }
   void WatchStallPending(bool looked);
@@ -413,6 +418,7 @@ class EmuConnection final : public Connection {
   OpMutex op_mu_;  // held by every operation; Disconnect only try-locks
   std::atomic<bool> disconnect_requested_{false};
   bool broken_ = false;
+  bool broken_on_fault_ = false;
   std::string broken_reason_;
 
   CompletionQueue cq_;

@@ -27,7 +27,8 @@ struct EmulatedOptions {
   // Time a peer has to complete the hello exchange after the TCP accept.
   // Accept runs every exchange in progress at once (one slow or hostile
   // peer never delays another) and keeps at most max_pending_handshakes;
-  // past that it drops the oldest. 0 = unbounded.
+  // past that it drops the oldest, which Accept reports (an error naming the
+  // last peer dropped and the count). 0 = unbounded.
   std::chrono::milliseconds handshake_timeout{5000};
   size_t max_pending_handshakes = 64;
   // Send-queue depth (like verbs' max_send_wr; Connection::send_queue_depth):
@@ -43,7 +44,7 @@ struct EmulatedOptions {
   // consumed by a message. 0 = unbounded.
   uint32_t recv_queue_depth = 64;
   // A message (SEND or RDMA write) whose bytes stop arriving for this long
-  // breaks the connection, as an RC queue pair's transport timer would end
+  // (in its payload or its frame header) breaks the connection, as an RC queue pair's transport timer would end
   // a stalled transfer: a peer that announces a large write and goes silent
   // does not hold the connection (and the NAA memory behind it). 0 = never.
   std::chrono::milliseconds stall_timeout{10'000};

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -272,6 +273,51 @@ TEST(EmulatedTransport, SilentPeerTimesOutInAccept) {
   EXPECT_NE(s.status().message().find("hello exchange with"), std::string::npos)
       << s.status().ToString();
   ::close(fd);
+}
+
+// Past max_pending_handshakes the oldest handshake is dropped, and Accept
+// says so (the server logs it), naming the peer.
+TEST(EmulatedTransport, DroppedHandshakesAreReported) {
+  EmulatedOptions o;
+  o.max_pending_handshakes = 2;
+  o.handshake_timeout = kTimeout * 2;  // only the drop can end Accept
+  auto t = NewEmulatedTransport(o);
+  auto l = t->Listen("127.0.0.1", 0);
+  ASSERT_TRUE(l.ok());
+  std::vector<int> fds;
+  for (int i = 0; i < 3; ++i) fds.push_back(RawConnect((*l)->port()));  // silent
+  auto s = (*l)->Accept(Deadline::After(kTimeout));
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("handshake with 127.0.0.1:"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("failed: dropped, the oldest of more than 2 in progress"),
+            std::string::npos)
+      << s.status().ToString();
+  for (int fd : fds) ::close(fd);
+}
+
+// A notify_fd that cannot be created leaves errno saying why (transport.h).
+TEST(EmulatedTransport, NotifyFdFailureKeepsErrno) {
+  auto t = NewEmulatedTransport();
+  Pair p = MakePair(*t);
+  ASSERT_TRUE(p.server);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 1024);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;  // every descriptor taken
+  for (int fd; (fd = ::dup(0)) >= 0;) fillers.push_back(fd);
+  const int dup_err = errno;
+  errno = 0;
+  const int fd = p.server->notify_fd();
+  const int err = errno;
+  for (int f : fillers) ::close(f);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_EQ(dup_err, EMFILE);
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(err, EMFILE);
+  EXPECT_GE(p.server->notify_fd(), 0);  // with descriptors again
 }
 
 TEST(EmulatedTransport, HelloVersionMismatchIsAProtocolError) {

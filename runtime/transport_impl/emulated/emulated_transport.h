@@ -66,8 +66,12 @@
 //    kDisconnected). Everything else: one thread at a time per connection.
 //    Listener::Shutdown() may be called from any thread.
 //  * Accept fails (kProtocolError, kDeadlineExceeded after
-//    handshake_timeout, ...) for a peer whose hello is wrong or missing; the
-//    listener stays usable. kResourceExhausted: out of file descriptors.
+//    handshake_timeout, kUnavailable for one dropped past
+//    max_pending_handshakes, ...) with "handshake with <peer> failed: ..."
+//    for a peer whose hello is wrong or missing; the listener stays usable.
+//    kResourceExhausted: out of file descriptors.
+//  * Connection::down_on_fault(): a break other than a close by either side
+//    (a protocol violation, a NAK, a stall mid-frame, a failed request).
 //  * Memory of posted work must stay registered until its completion.
 //  * Addresses: IPv4 and IPv6 (literals with or without brackets) and host
 //    names. Connect tries each address of a name in turn; Listen binds the

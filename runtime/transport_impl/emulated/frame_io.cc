@@ -197,7 +197,9 @@ bool EmuConnection::PushQueued() {
         out_.reading_after_send_error = false;
         if (broken_) return false;
       }
-      Break("send failed: " + Errno(send_errno));
+      // The peer is gone (closed or reset): not a fault of ours or its.
+      Break("send failed: " + Errno(send_errno),
+            /*fault=*/send_errno != EPIPE && send_errno != ECONNRESET);
       return false;
     }
     uint64_t left = static_cast<uint64_t>(sent);
@@ -308,13 +310,15 @@ void EmuConnection::ReadInput(bool block) {
     }
     if (n == 0) {
       ParseBuffered();
-      Break(disconnect_requested_.load() ? "disconnected locally" : "connection closed by peer");
+      Break(disconnect_requested_.load() ? "disconnected locally" : "connection closed by peer",
+            /*fault=*/false);
       return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      Break("receive failed: " + Errno(errno));
+      const int err = errno;
+      Break("receive failed: " + Errno(err), /*fault=*/err != ECONNRESET);
       return;
     }
     if (static_cast<size_t>(n) < asked) break;  // drained

@@ -11,6 +11,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/sockaddr_text.h"
@@ -27,7 +30,8 @@ namespace {
 // slow, silent or hostile never delays another. At most
 // EmulatedOptions::max_pending_handshakes are in progress; past that the
 // oldest is dropped (a flood of idle sockets cannot lock legitimate hosts
-// out). Each has handshake_timeout to finish.
+// out), and Accept reports the drops. Each has handshake_timeout to finish.
+// A failed handshake is reported as "handshake with <peer> failed: <why>".
 class EmuListener final : public Listener {
  public:
   EmuListener(UniqueFd fd, UniqueFd event_fd, uint16_t port, EmulatedOptions opts)
@@ -58,13 +62,24 @@ class EmuListener final : public Listener {
       if (shutdown_.load(std::memory_order_acquire)) {
         return UnavailableError("emulated transport: listener shut down");
       }
+      if (dropped_ > 0) {
+        const std::string peer = std::move(last_dropped_);
+        return UnavailableError(
+            "emulated transport: handshake with " + peer +
+            " failed: dropped, the oldest of more than " +
+            std::to_string(opts_.max_pending_handshakes) +
+            " in progress (EmulatedOptions::max_pending_handshakes; " +
+            std::to_string(std::exchange(dropped_, 0)) + " dropped since the last report)");
+      }
       // Finished and timed-out handshakes first: each is one accept.
       const Clock::time_point now = Clock::now();
       for (size_t i = 0; i < pending_.size(); ++i) {
         Pending& h = pending_[i];
         if (!h.result && h.deadline <= now) {
-          h.result = DeadlineExceededError("emulated transport: hello exchange with " + h.peer +
-                                           " timed out");
+          h.result = DeadlineExceededError(
+              "emulated transport: handshake with " + h.peer + " failed: the hello exchange with it "
+              "timed out (" + std::to_string(opts_.handshake_timeout.count()) +
+              " ms, EmulatedOptions::handshake_timeout)");
         }
         if (!h.result) continue;
         Pending done = std::move(h);
@@ -145,7 +160,10 @@ class EmuListener final : public Listener {
         return UnavailableError("emulated transport: accept failed: " + Errno(errno));
       }
       if (opts_.max_pending_handshakes > 0 && pending_.size() >= opts_.max_pending_handshakes) {
-        pending_.erase(pending_.begin());  // the oldest: most likely a stalled peer
+        // The oldest: most likely a stalled peer. Reported by Accept.
+        ++dropped_;
+        last_dropped_ = pending_.front().peer;
+        pending_.erase(pending_.begin());
       }
       Pending h;
       h.fd = UniqueFd(cfd);
@@ -163,7 +181,12 @@ class EmuListener final : public Listener {
     if (!h.result) {
       Result<bool> done = Exchange(h);
       if (!done.ok()) {
-        h.result = done.status();
+        std::string why = done.status().message();
+        for (const std::string& prefix : {std::string("emulated transport: "), h.peer + " "}) {
+          if (std::string_view(why).starts_with(prefix)) why.erase(0, prefix.size());
+        }
+        h.result = Status(done.status().code(),
+                          "emulated transport: handshake with " + h.peer + " failed: " + why);
       } else if (*done) {
         h.result = Status::Ok();
       }
@@ -212,6 +235,9 @@ class EmuListener final : public Listener {
   std::condition_variable turn_cv_;
   bool accepting_ = false;  // guarded by turn_mu_
   std::vector<Pending> pending_;
+  // Handshakes dropped (max_pending_handshakes) not yet reported, the last one's peer.
+  uint64_t dropped_ = 0;
+  std::string last_dropped_;
 };
 
 }  // namespace

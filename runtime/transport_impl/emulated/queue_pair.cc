@@ -11,9 +11,10 @@
 namespace naarpc {
 namespace emulated {
 
-void EmuConnection::Break(std::string reason) {
+void EmuConnection::Break(std::string reason, bool fault) {
   if (broken_) return;
   broken_ = true;
+  broken_on_fault_ = fault;
   broken_reason_ = std::move(reason);
   // Outstanding send-queue work flushed in posting order.
   size_t li = 0;
@@ -119,20 +120,27 @@ std::optional<Clock::time_point> EmuConnection::NextTimerQueued() const {
 }
 
 void EmuConnection::WatchStallPending(bool looked) {
-  if (broken_ || opts_.stall_timeout.count() <= 0 || !in_.payload_pending) {
+  // Staged bytes without a payload pending: a header read in part
+  // (ParseBuffered leaves less than kHdrSize).
+  const bool header = !in_.payload_pending && in_.wpos > in_.rpos;
+  if (broken_ || opts_.stall_timeout.count() <= 0 || (!in_.payload_pending && !header)) {
     stall_.deadline.reset();
     return;
   }
+  const uint64_t seq = header ? 0 : in_.hdr.seq;  // request frames start at 1
+  const uint32_t done = header ? static_cast<uint32_t>(in_.wpos - in_.rpos) : in_.done;
   const Clock::time_point now = Clock::now();
-  if (!stall_.deadline || in_.hdr.seq != stall_.seq || in_.done != stall_.done) {
+  if (!stall_.deadline || seq != stall_.seq || done != stall_.done) {
     stall_.deadline = now + opts_.stall_timeout;
-    stall_.seq = in_.hdr.seq;
-    stall_.done = in_.done;
+    stall_.seq = seq;
+    stall_.done = done;
     return;
   }
   if (!looked || now < *stall_.deadline) return;
-  Break("the peer stopped sending in the middle of a message: " + std::to_string(in_.done) +
-        " of its " + std::to_string(in_.hdr.length) + " bytes, nothing more for " +
+  const std::string what =
+      header ? "a frame header: " + std::to_string(done) + " of its " + std::to_string(kHdrSize)
+             : "a message: " + std::to_string(done) + " of its " + std::to_string(in_.hdr.length);
+  Break("the peer stopped sending in the middle of " + what + " bytes, nothing more for " +
         std::to_string(opts_.stall_timeout.count()) + " ms (EmulatedOptions::stall_timeout)");
 }
 
