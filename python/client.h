@@ -88,6 +88,7 @@ class Client {
       const idl::Param* param;
       py::array array;  // C-contiguous, IDL dtype
       bool given_output = false;
+      bool from_empty = false;  // an empty() array over this parameter's buffer
     };
     std::vector<Arg> args;
     CallStreams streams;
@@ -112,16 +113,18 @@ class Client {
       }
     }
 
-    // The session: one that an output array (else an input array) views, or
-    // an idle one of the pool, or a new one.
+    // The session: one that an output array (else an input array) views,
+    // if the call is given every empty() array of it (else the call would
+    // write into one it was not given: its arrays are copied instead, as
+    // plain ones); or an idle one of the pool, or a new one.
     std::shared_ptr<Session> session;
-    for (int pass = 0; pass < 2 && session == nullptr; ++pass) {
-      for (const Arg& a : args) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (Arg& a : args) {
         if ((pass == 0) != a.param->is_output()) continue;
-        if (auto s = PinnedSessionOf(a.array, *a.param, *routine)) {
-          session = s;
-          break;
-        }
+        auto s = PinnedSessionOf(a.array, *a.param, *routine);
+        if (s == nullptr) continue;
+        a.from_empty = true;
+        if (session == nullptr && GivenEveryArray(*s, args)) session = s;
       }
     }
     std::map<std::string, ValueView> inputs;
@@ -227,10 +230,7 @@ class Client {
       // inout given a plain array gets a new one; its input is not touched.
       const Arg* given = nullptr;
       for (const Arg& a : args) {
-        if (a.param == &p &&
-            (!p.is_input() || a.array.data() == static_cast<const void*>(view->data.data()))) {
-          given = &a;
-        }
+        if (a.param == &p && (!p.is_input() || a.from_empty)) given = &a;
       }
       const auto count = static_cast<py::ssize_t>(view->count);
       if (given != nullptr) {
@@ -357,15 +357,15 @@ class Client {
                             "' is a stream; its data has no buffer to take an array of");
     }
     const Deadline deadline = DeadlineFor(*routine, deadline_s, full);
-    // A pinned session of the routine whose slot for this parameter is not
-    // handed out yet, else a new one.
+    // A pinned session of the routine without a live array for this
+    // parameter, else a new one.
     std::shared_ptr<Session> session;
     {
       std::lock_guard<std::mutex> g(pool_mu_);
-      for (auto& [s, handed] : pinned_[routine]) {
-        if (!handed.count(p->index) && !s->broken()) {
+      for (auto& s : pinned_[routine]) {
+        if (s->handed[p->index].load() == 0 && !s->broken()) {
           session = s;
-          handed.insert(p->index);
+          s->handed[p->index].fetch_add(1);
           break;
         }
       }
@@ -379,12 +379,19 @@ class Client {
       if (!opened.ok()) Throw(opened.status(), service);
       session = *opened;
       session->pinned = true;
+      session->handed[p->index].fetch_add(1);
       std::lock_guard<std::mutex> g(pool_mu_);
-      pinned_[routine].push_back({session, {p->index}});
+      pinned_[routine].push_back(session);
     }
-    // The array keeps its session (and so the memory) alive.
-    auto* keep = new std::shared_ptr<Session>(session);
-    py::capsule base(keep, [](void* v) { delete static_cast<std::shared_ptr<Session>*>(v); });
+    // The array keeps its session (and so the memory) alive; when it goes,
+    // the slot is free for calls and empty() again.
+    struct Keep {
+      std::shared_ptr<Session> session;
+      size_t index;
+      ~Keep() { session->handed[index].fetch_sub(1); }
+    };
+    auto* keep = new Keep{session, p->index};
+    py::capsule base(keep, [](void* v) { delete static_cast<Keep*>(v); });
     return Array1D(DtypeOf(p->type), static_cast<py::ssize_t>(p->count), session->slot(*p), base);
   }
 
@@ -393,9 +400,7 @@ class Client {
     {
       std::lock_guard<std::mutex> g(pool_mu_);
       for (auto& [r, list] : idle_) all.insert(all.end(), list.begin(), list.end());
-      for (auto& [r, list] : pinned_) {
-        for (auto& [s, handed] : list) all.push_back(s);
-      }
+      for (auto& [r, list] : pinned_) all.insert(all.end(), list.begin(), list.end());
       idle_.clear();
       pinned_.clear();
       closed_ = true;
@@ -476,10 +481,25 @@ class Client {
     std::lock_guard<std::mutex> g(pool_mu_);
     auto it = pinned_.find(&r);
     if (it == pinned_.end()) return nullptr;
-    for (auto& [s, handed] : it->second) {
+    for (auto& s : it->second) {
       if (s->call && s->slot(p) == a.data()) return s;
     }
     return nullptr;
+  }
+
+  // Whether `args` hold, for every parameter with a live empty() array of
+  // `s`, that very array (its buffer).
+  template <typename Args>
+  static bool GivenEveryArray(const Session& s, const Args& args) {
+    for (const idl::Param& p : s.routine->params) {
+      if (p.is_stream() || s.handed[p.index].load() == 0) continue;
+      bool given = false;
+      for (const auto& a : args) {
+        given = given || (a.param == &p && a.array.data() == static_cast<const void*>(s.slot(p)));
+      }
+      if (!given) return false;
+    }
+    return true;
   }
 
   // The channel over the routine's NAAs (the targets, or its NAA_SPEC
@@ -545,6 +565,7 @@ class Client {
       return s;
     }
     auto s = std::make_shared<Session>();
+    s->handed = std::vector<std::atomic<uint32_t>>(routine.params.size());
     s->shared = shared_;
     s->service = &service;
     s->routine = &routine;
@@ -582,9 +603,7 @@ class Client {
   std::map<const idl::Routine*, std::shared_ptr<Channel>> channel_of_;
   std::map<std::string, std::shared_ptr<Channel>> channel_by_naas_;  // "host:port," each
   std::map<std::pair<const idl::Routine*, size_t>, std::vector<std::shared_ptr<Session>>> idle_;
-  std::map<const idl::Routine*,
-           std::vector<std::pair<std::shared_ptr<Session>, std::set<size_t>>>>
-      pinned_;
+  std::map<const idl::Routine*, std::vector<std::shared_ptr<Session>>> pinned_;
 };
 
 }  // namespace naarpc::python

@@ -127,12 +127,7 @@ PYBIND11_MODULE(_naarpc, m) {
       .def_readonly("dialect", &KernelCall::dialect)
       .def("set_length", &KernelCall::SetLength, py::arg("param"), py::arg("n"))
       .def("length", &KernelCall::Length, py::arg("param"))
-      .def(
-          "full",
-          [](py::object self, const std::string& name) {
-            return self.cast<KernelCall&>().Full(self, name);
-          },
-          py::arg("param"))
+      .def("full", &KernelCall::Full, py::arg("param"))
       .def("__repr__", [](const KernelCall& c) { return "<naarpc kernel call " + c.routine + ">"; });
 
   py::class_<KernelStream, std::shared_ptr<KernelStream>>(m, "KernelStream")
@@ -148,14 +143,13 @@ PYBIND11_MODULE(_naarpc, m) {
            })
       .def("__next__",
            [](py::object self) {
-             py::object chunk = self.cast<KernelStream&>().Next(self);
+             py::object chunk = self.cast<KernelStream&>().Next();
              if (chunk.is_none()) throw py::stop_iteration();
              return chunk;
            })
       .def("write", &KernelStream::Write, py::arg("array"))
       .def("close", &KernelStream::Close)
-      .def(
-          "slot", [](py::object self) { return self.cast<KernelStream&>().Slot(self); })
+      .def("slot", &KernelStream::Slot)
       .def("commit", &KernelStream::Commit, py::arg("n"))
       .def("__repr__", [](const KernelStream& k) {
         return "<naarpc " + std::string(k.param->is_input() ? "input" : "output") + " stream '" +
@@ -164,10 +158,11 @@ PYBIND11_MODULE(_naarpc, m) {
 
   py::class_<Server>(m, "Server")
       .def(py::init<const Idl&, py::dict, const std::string&, int, const std::string&,
-                    const std::string&, const std::string&, std::optional<std::string>, bool>(),
+                    const std::string&, const std::string&, std::optional<std::string>, bool,
+                    double>(),
            py::arg("idl"), py::arg("kernels"), py::arg("address"), py::arg("port"),
            py::arg("transport"), py::arg("device"), py::arg("dialect"), py::arg("service"),
-           py::arg("memory_windows"))
+           py::arg("memory_windows"), py::arg("shutdown_grace"))
       .def("stop", &Server::Stop)
       .def_property_readonly("port", &Server::port)
       .def_property_readonly("address", &Server::address)

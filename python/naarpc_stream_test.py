@@ -131,6 +131,50 @@ def test_bad_stream_inputs_raise_naming_the_parameter(sc):
     assert sc.StreamOps.Transform(factor=1, data=np.array([1], np.uint32)).out.tolist() == [2]
 
 
+def test_bytes_stream_items(sc):
+    want = list(b"abcdef")
+    for items in (iter([b"abc", bytearray(b"de"), memoryview(b"f")]), [b"abc", b"def"]):
+        d = sc.StreamOps.Checksum(data=items).digest
+        assert [int(d[0]), int(d[1])] == [sum(want), len(want)]
+    with pytest.raises(TypeError, match=r"StreamOps.Transform: parameter 'data' \(item 1 of the "
+                                        r"stream\) needs dtype uint32 \(u32\), got bytes"):
+        sc.StreamOps.Transform(factor=1, data=iter([b"abcd"]))
+
+
+def test_bad_stream_sources_raise_naming_the_parameter(sc, tmp_path):
+    class Returns:
+        """A file whose readinto() returns `value`."""
+
+        def __init__(self, value):
+            self.value = value
+
+        def readinto(self, b):
+            return self.value
+
+    what = r"StreamOps.Checksum: stream 'data': the file's readinto\(\) must return the number " \
+           r"of bytes it read, 0\.\.\d+; got "
+    with pytest.raises(ValueError, match=what + "-1$"):
+        sc.StreamOps.Checksum(data=Returns(-1))
+    with pytest.raises(ValueError, match=what + "100000000$"):
+        sc.StreamOps.Checksum(data=Returns(10**8))
+    with pytest.raises(TypeError, match=what + "a str, not an int$"):
+        sc.StreamOps.Checksum(data=Returns("abc"))
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)))
+    with open(path, "r", encoding="latin-1") as f:
+        with pytest.raises(TypeError, match=r"StreamOps.Checksum: stream 'data' got a text-mode "
+                                            r"file \(TextIOWrapper\); open the file in binary "
+                                            r"mode \('rb'\)"):
+            sc.StreamOps.Checksum(data=f)
+    with pytest.raises(TypeError, match=r"parameter 'data' \(item 1 of the stream\) is a str"):
+        sc.StreamOps.Checksum(data=iter(["abc"]))
+    with pytest.raises(ValueError, match=r"StreamOps.Transform: parameter 'data': nested lists of "
+                                         r"different lengths"):
+        sc.StreamOps.Transform(factor=1, data=[[1, 2], [3]])
+    # The client still calls after them.
+    assert int(sc.StreamOps.Checksum(data=b"ab").digest[1]) == 2
+
+
 def test_a_generator_that_raises_fails_the_call_with_its_exception(sc):
     class Boom(Exception):
         pass
@@ -223,6 +267,31 @@ def test_leaving_a_stream_early_cancels_it(sc):
     # result() without reading drains the stream.
     assert len(sc.StreamOps.Generate.stream(count=200_000).result()) == 0
     np.testing.assert_array_equal(sc.StreamOps.Generate(count=10).data, pattern(10))
+
+
+def test_cancel_is_cancelled_and_a_failed_call_raises_from_iteration(sc, naa_port):
+    def host_errors():
+        for e in naarpc.stats():
+            if (e["side"], e["routine"], e["peer"]) == ("host", "StreamOps.Generate",
+                                                        f"127.0.0.1:{naa_port}"):
+                return e["errors"]
+        return {}
+
+    before = host_errors()
+    call = sc.StreamOps.Generate.stream(count=10_000_000)
+    next(iter(call))
+    call.cancel()
+    with pytest.raises(naarpc.Error) as e:
+        call.result()
+    assert e.value.code == "CANCELLED", str(e.value)
+    # The failed call's error again, from the iteration and from result().
+    for again in (lambda: next(iter(call)), lambda: list(call.data), call.result):
+        with pytest.raises(naarpc.Error) as e:
+            again()
+        assert e.value.code == "CANCELLED"
+    after = host_errors()
+    assert after.get("CANCELLED", 0) == before.get("CANCELLED", 0) + 1, after
+    assert after.get("FAILED_PRECONDITION", 0) == before.get("FAILED_PRECONDITION", 0), after
 
 
 # ---- Python kernels with streams --------------------------------------------------------
@@ -353,6 +422,98 @@ def test_python_stream_kernel_errors():
         kept[0].write(np.zeros(1, np.uint8))
     with pytest.raises(ValueError, match="has finished"):
         next(iter(kept[0]))
+
+
+def test_kernel_call_and_stream_counts_are_checked():
+    errors = []
+
+    def prefix(call, x, sums):
+        for n in (-1, 4097, 2.5, "3"):
+            try:
+                call.set_length("sums", n)
+            except (TypeError, ValueError) as e:
+                errors.append(f"{type(e).__name__}: {e}")
+        call.set_length("sums", np.int64(1))
+        sums[0] = 42
+
+    def generate(call, count, data):
+        data.slot()
+        for n in (-1, data.chunk_size + 1):
+            try:
+                data.commit(n)
+            except ValueError as e:
+                errors.append(f"{type(e).__name__}: {e}")
+        data.commit(0)
+
+    with naarpc.serve(VECTOR, {"Prefix": prefix}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False) as vector, \
+            naarpc.serve(STREAM, {"Generate": generate}, port=0, address="127.0.0.1",
+                         transport="emulated", block=False) as stream:
+        with naarpc.Client(VECTOR, f"127.0.0.1:{vector.port}", transport="emulated") as c:
+            assert c.VectorArith.Prefix(x=[1, 2, 3]).sums.tolist() == [42]
+        with naarpc.Client(STREAM, f"127.0.0.1:{stream.port}", transport="emulated") as c:
+            assert len(c.StreamOps.Generate(count=1).data) == 0
+    what = "VectorArith.Prefix: set_length('sums', n): 'sums' holds 0..4096 elements; got "
+    commit = "StreamOps.Generate: output stream 'data': commit(n): n is 0..chunk_size (65536); got "
+    assert errors == [f"ValueError: {what}-1", f"ValueError: {what}4097",
+                      f"TypeError: {what}a float, not an int",
+                      f"TypeError: {what}a str, not an int",
+                      f"ValueError: {commit}-1", f"ValueError: {commit}65537"]
+
+
+KEPT_ARRAYS_CHILD = r"""
+import gc
+import sys
+import numpy as np
+import naarpc
+
+kept = {}
+
+def histogram(call, limit, data, counts):
+    kept["chunks"] = list(data)  # views of the NAA's ring
+
+def dot(call, a, b, result):
+    kept["a"], kept["view"], kept["result"] = a, b[1:], result
+    result[0] = 1
+
+for idl, kernels in ((sys.argv[1], {"Histogram": histogram}), (sys.argv[2], {"Dot": dot})):
+    with naarpc.serve(idl, kernels, port=0, address="127.0.0.1", transport="emulated",
+                      block=False) as server:
+        with naarpc.Client(idl, f"127.0.0.1:{server.port}", transport="emulated") as c:
+            if "Dot" in kernels:
+                c.VectorArith.Dot(a=np.arange(60_000.0), b=np.full(60_000, 2.0))
+            else:
+                c.StreamOps.Histogram(limit=0, data=np.ones(3 << 20, np.uint8))
+    del server
+    gc.collect()  # the connections have ended, the servers are gone
+junk = [bytearray(4096) for _ in range(10_000)]  # reuse what was freed
+print("chunks:", len(kept["chunks"]) > 1, all((ch == 1).all() for ch in kept["chunks"]),
+      kept["chunks"][0].flags.writeable)
+print("a:", kept["a"][:2].tolist(), kept["a"][-1], kept["view"][:2].tolist(),
+      kept["a"].flags.writeable)
+try:
+    kept["result"][0] = 2
+except ValueError as e:
+    print("result:", e, kept["result"].tolist())
+kept.clear()
+gc.collect()  # the last arrays free the connections' memory
+print("done")
+"""
+
+
+def test_arrays_a_kernel_keeps_stay_readable_after_it_returned(tmp_path):
+    # A kernel that keeps its arrays (against the docs) must not crash the
+    # process when it reads them after the call, the connection and the
+    # server are gone: they keep that memory (stale) and are read-only.
+    script = tmp_path / "child.py"
+    script.write_text(KEPT_ARRAYS_CHILD)
+    child = subprocess.run([sys.executable, str(script), STREAM, VECTOR], capture_output=True,
+                           text=True, timeout=300)  # a hang guard only
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "chunks: True True False" in child.stdout, child.stdout
+    assert "a: [0.0, 1.0] 59999.0 [2.0, 2.0] False" in child.stdout, child.stdout
+    assert "result: assignment destination is read-only [1.0]" in child.stdout, child.stdout
+    assert "done" in child.stdout, child.stdout
 
 
 # ---- a Python-served NAA called from the generated C++ stubs ----------------------------

@@ -308,6 +308,103 @@ def test_wrong_dtype_shape_size(vector):
     assert vector.VectorArith.Add(a=ok, b=ok).out.sum() == 0
 
 
+def test_python_numbers_are_sent_exactly_or_refused(vector):
+    # Each value is converted exactly or refused, naming it: no rounding to
+    # the float types, no wrapping or truncation to the integer ones.
+    for a, shown in [([2**53 + 1], "9007199254740993"), ([2**64 - 1], "18446744073709551615"),
+                     ([0.5, 2**53 + 1], "9007199254740993"),  # a list numpy would make float64
+                     ([np.int64(2**53 + 1)], "9007199254740993"), ([2**1100], "")]:
+        with pytest.raises(ValueError, match=r"VectorArith.Dot: parameter 'a': the values do not "
+                                             r"fit f64 exactly \(element \d+ is " + shown):
+            vector.VectorArith.Dot(a=a, b=[0.0] * len(a))
+    for x in ([2**24 + 1] * 1024, [2**60 + 1] * 1024, [0.1] * 1024):
+        with pytest.raises(ValueError, match=r"parameter 'a': the values do not fit f32 exactly"):
+            vector.VectorArith.Add(a=x, b=[0] * 1024)
+    for x in ([2**63], [-2**63 - 1], [1.5], [float("nan")], [float("inf")], [1e30], [True, 2.5]):
+        with pytest.raises(ValueError, match=r"parameter 'x': the values do not fit i64 exactly"):
+            vector.VectorArith.Prefix(x=x)
+    # What fits exactly is sent as it is.
+    assert vector.VectorArith.Dot(a=[2**53, 2**70], b=[1, 0]).result.tolist() == [2.0**53]
+    assert vector.VectorArith.Add(a=[2**24] * 1024, b=[2.0] * 1024).out[0] == 2**24 + 2
+    assert vector.VectorArith.Prefix(x=[-2**63, 1.0]).sums.tolist() == [-2**63, -2**63 + 1]
+    assert vector.VectorArith.Prefix(x=[2**62, 2.0, True]).sums.tolist() == [
+        2**62, 2**62 + 2, 2**62 + 3]
+    # NaN and the infinities are floats like any other.
+    assert np.isnan(vector.VectorArith.Dot(a=[float("nan")], b=[1.0]).result[0])
+    assert vector.VectorArith.Dot(a=[float("inf")], b=[1.0]).result[0] == float("inf")
+    # Not numbers: TypeError naming the parameter (and the element).
+    with pytest.raises(TypeError, match=r"^VectorArith.Dot: parameter 'a': None is not a number "
+                                        r"or an array \(at most 65536 x f64\)$"):
+        vector.VectorArith.Dot(a=None, b=[1.0])
+    with pytest.raises(TypeError, match=r"parameter 'b': element 1 is None, not a number"):
+        vector.VectorArith.Dot(a=[1.0, 2.0], b=[1.0, None])
+    with pytest.raises(TypeError, match=r"parameter 'a': a str is not a number or an array"):
+        vector.VectorArith.Dot(a="1.0", b=[1.0])
+    with pytest.raises(ValueError, match=r"parameter 'a': nested lists of different lengths"):
+        vector.VectorArith.Dot(a=[[1.0, 2.0], [3.0]], b=[1.0])
+
+
+def test_inputs_are_taken_by_keyword_only(vector):
+    message = r"^VectorArith.Dot{} takes its inputs by keyword: a, b \(and deadline=\)$"
+    with pytest.raises(TypeError, match=message.format("")):
+        vector.VectorArith.Dot(0.5, a=[1.0], b=[2.0])  # not a deadline
+    with pytest.raises(TypeError, match=message.format("")):
+        vector.VectorArith.Dot(np.ones(3), b=np.ones(3))
+    with pytest.raises(TypeError, match=message.format("")):
+        vector.call("VectorArith.Dot", [1.0], [2.0])
+    with pytest.raises(TypeError, match=message.format(r"\.future\(\)")):
+        vector.VectorArith.Dot.future([1.0], b=[2.0])  # at once, not from the future
+    with pytest.raises(TypeError, match=message.format(r"\.stream\(\)")):
+        vector.VectorArith.Dot.stream([1.0], b=[2.0])
+    with pytest.raises(TypeError, match=r"deadline= takes seconds \(a number\) or None, got str"):
+        vector.VectorArith.Dot(a=[1.0], b=[2.0], deadline="soon")
+    with pytest.raises(TypeError, match=r"give the deadline once"):
+        vector.VectorArith.Dot(a=[1.0], b=[2.0], deadline=5, naarpc_deadline=5)
+    # naarpc_deadline= is the call's deadline for every routine.
+    assert vector.VectorArith.Dot(a=[1.0], b=[2.0], naarpc_deadline=30).result.tolist() == [2.0]
+    assert vector.VectorArith.Dot.future(a=[1.0], b=[3.0], deadline=30).result(
+        timeout=60).result.tolist() == [3.0]
+
+
+NAMES_IDL = """package: test.names
+services:
+  - name: Names
+    timeout_ms: 600000
+    routines:
+      - name: R
+        code: 1
+        params:
+          - {name: deadline, type: f64, size: 1, direction: in}
+          - {name: self, type: f64, size: 1, direction: in}
+          - {name: routine, type: f64, size: 1, direction: in}
+          - {name: out, type: f64, size: 1, direction: out}
+"""
+
+
+def test_parameters_named_deadline_self_or_routine(tmp_path):
+    path = tmp_path / "names.naa.yaml"
+    path.write_text(NAMES_IDL)
+
+    def r(call, deadline, self, routine, out):
+        out[0] = deadline[0] * 100 + self[0] * 10 + routine[0]
+
+    with naarpc.serve(str(path), {"R": r}, port=0, address="127.0.0.1", transport="emulated",
+                      block=False) as server:
+        with naarpc.Client(str(path), f"127.0.0.1:{server.port}", transport="emulated") as c:
+            args = dict(deadline=1.0, self=2.0, routine=3.0)
+            assert c.Names.R(**args).out.tolist() == [123.0]
+            assert c.call("Names.R", **args, naarpc_deadline=30).out.tolist() == [123.0]
+            assert c.Names.R.future(**args).result(timeout=60).out.tolist() == [123.0]
+            # deadline= is the parameter here; the call's deadline is naarpc_deadline=.
+            with pytest.raises(TypeError, match=r"Names.R\(\) missing input 'deadline'"):
+                c.Names.R(self=2.0, routine=3.0, naarpc_deadline=30)
+            with pytest.raises(ValueError, match=r"Names.R: deadline must be a number of seconds"):
+                c.Names.R(**args, naarpc_deadline=-1)
+            with pytest.raises(TypeError, match=r"^Names.R takes its inputs by keyword: deadline, "
+                                                r"self, routine \(and naarpc_deadline=\)$"):
+                c.Names.R(1.0)
+
+
 def test_unreachable_and_bad_target():
     with naarpc.Client(VECTOR, "127.0.0.1:1", transport="emulated") as c:
         with pytest.raises(naarpc.Unavailable, match="127.0.0.1:1") as e:
@@ -389,6 +486,27 @@ def test_array_outlives_client(naa_port):
     c.close()
     del c
     assert buf.sum() == 2048  # still readable memory
+
+
+def test_calls_never_write_into_empty_arrays_they_were_not_given(vector):
+    a_buf = vector.empty("VectorArith.Add", "a")
+    a_buf[:] = 7  # staged for a later call
+    out_buf = vector.empty("VectorArith.Add", "out")  # the same connection's buffer for 'out'
+    ones = np.ones(1024, **F32)
+    r = vector.VectorArith.Add(a=np.full(1024, 3, **F32), b=ones, out=out_buf)
+    assert r.out is out_buf and out_buf[0] == 4
+    assert (a_buf == 7).all()  # its 'a' went elsewhere, not into a_buf
+    r = vector.VectorArith.Add(a=a_buf, b=ones)  # out_buf not given: its results not in it
+    assert r.out[0] == 8 and not np.shares_memory(r.out, out_buf) and out_buf[0] == 4
+    # Given both, the call runs on their connection: in place, no copy.
+    r = vector.VectorArith.Add(a=a_buf, b=ones, out=out_buf)
+    assert r.out is out_buf and out_buf[0] == 8 and (a_buf == 7).all()
+    # An inout from empty() gets its result in place either way.
+    x = vector.empty("VectorArith.Scale", "x")
+    y = vector.empty("VectorArith.Scale", "x")  # another connection's
+    x[:2], y[:2] = [1, 2], [5, 6]
+    assert vector.VectorArith.Scale(factor=2.0, x=y[:2]).x.tolist() == [10, 12]
+    assert y[:2].tolist() == [10, 12] and x[:2].tolist() == [1, 2]
 
 
 # ---- concurrency ----------------------------------------------------------------------
@@ -562,6 +680,125 @@ def test_stats_count_calls_that_cannot_connect():
     assert host[0]["calls"] == 2 and host[0]["in_flight"] == 0
     assert host[0]["errors"] == {"UNAVAILABLE": 2}
     assert host[0]["bytes_sent"] == 0 and host[0]["bytes_received"] == 0
+
+
+def test_kernel_returns_other_than_a_status_fail_the_call(capfd):
+    def generator(call, x, root):
+        root[:] = 1
+        yield
+
+    def raises_numpy_status(call, x, root):
+        raise naarpc.NaaError("negative", np.int64(0x13))
+
+    # (what the kernel does, status name or None for success, what the log says)
+    cases = [
+        (lambda call, x, root: np.int64(0x13), "NEGATIVE_INPUT", None),
+        (lambda call, x, root: np.uint8(0), None, None),
+        (lambda call, x, root: np.abs(x, out=root), None, None),  # returns its output array
+        (lambda call, x, root: root[:1], None, None),  # a view of it
+        (raises_numpy_status, "NEGATIVE_INPUT", None),
+        (lambda call, x, root: 19.0, "KERNEL_FAILED", "the kernel returned a float (19.0)"),
+        (lambda call, x, root: (0x13,), "KERNEL_FAILED", "the kernel returned a tuple ((19,))"),
+        (lambda call, x, root: True, "KERNEL_FAILED", "the kernel returned a bool (True)"),
+        (lambda call, x, root: x, "KERNEL_FAILED", "the kernel returned a ndarray"),  # an input
+        (lambda call, x, root: 0x80, "KERNEL_FAILED", "the kernel returned status 128, not "
+                                                      "0..0x7f"),
+        (generator, "KERNEL_FAILED", "the kernel returned a generator object: its body never "
+                                     "ran"),
+    ]
+    kernel = []
+    with naarpc.serve(CHECKED, {"Isqrt": lambda call, x, root: kernel[-1](call, x, root)},
+                      port=0, address="127.0.0.1", transport="emulated", block=False) as server:
+        with naarpc.Client(CHECKED, f"127.0.0.1:{server.port}", transport="emulated") as c:
+            for fn, status, logged in cases:
+                kernel.append(fn)
+                capfd.readouterr()
+                if status is None:  # success
+                    assert len(c.CheckedMath.Isqrt(x=[4, 9]).root) == 2
+                    continue
+                with pytest.raises(naarpc.NaaError) as e:
+                    c.CheckedMath.Isqrt(x=[4, 9])
+                assert e.value.status_name == status
+                if logged:  # the NAA logged why before it answered
+                    assert f"CheckedMath.Isqrt: {logged}" in capfd.readouterr().err
+
+
+def test_bytes_are_u8_elements():
+    with naarpc.serve(TYPES, {"Bytes": "echo", "U8": "echo", "U16": "echo", "Var": "echo"},
+                      port=0, address="127.0.0.1", transport="emulated", block=False) as server:
+        with naarpc.Client(TYPES, f"127.0.0.1:{server.port}", transport="emulated") as c:
+            assert c.Types.Bytes(x=b"abcdefgh").y.tobytes() == b"abcdefgh"  # IDL type bytes
+            assert c.Types.U8(x=bytearray(b"\1\2\3\4")).y.tolist() == [1, 2, 3, 4]
+            assert c.Shapes.Var(data=memoryview(b"xyz")).echo.tobytes() == b"xyz"
+            out = bytearray(4)  # a writable bytes-like takes an output
+            assert c.Types.U8(x=b"wxyz", y=out).y.dtype == np.uint8 and out == b"wxyz"
+            with pytest.raises(TypeError, match=r"Types.U16: parameter 'x' needs dtype uint16 "
+                                                r"\(u16\), got bytes of dtype uint8"):
+                c.Types.U16(x=b"abcdef")
+            with pytest.raises(ValueError, match=r"parameter 'x' needs exactly 8 elements"):
+                c.Types.Bytes(x=b"abc")
+            with pytest.raises(ValueError, match=r"parameter 'y' is an output, but the array is "
+                                                 r"read-only"):
+                c.Types.U8(x=b"wxyz", y=b"1234")
+
+
+def vector_with_limit(directory, ms):
+    """VECTOR with a kernel time limit of `ms` milliseconds."""
+    text = open(VECTOR).read()
+    path = os.path.join(str(directory), f"vector_{ms}ms.naa.yaml")
+    with open(path, "w") as f:
+        f.write(text.replace("timeout_ms: 2000\n", f"timeout_ms: {ms}\n"))
+    return path
+
+
+STUCK_KERNEL_CHILD = r"""
+import gc
+import sys
+import threading
+import numpy as np
+import naarpc
+
+held, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+def dot(call, a, b, result):  # stuck, far past its time limit, until released
+    held.set()
+    release.wait(600)
+    result[0] = 1
+    returned.set()
+
+server = naarpc.serve(sys.argv[1], {"Dot": dot}, port=0, address="127.0.0.1",
+                      transport="emulated", block=False, shutdown_grace=0.05)
+with naarpc.Client(sys.argv[1], f"127.0.0.1:{server.port}", transport="emulated") as c:
+    try:
+        c.VectorArith.Dot(a=[1.0], b=[1.0], deadline=600)
+    except naarpc.NaaError as e:
+        print("call:", e.status_name, flush=True)
+server.stop()  # returns after the grace, the kernel still running
+print("stopped:", server.running, held.is_set(), not returned.is_set(), flush=True)
+del server
+gc.collect()
+junk = [bytearray(64) for _ in range(100_000)]  # reuse what a freed server held
+release.set()  # the kernel returns into what the stopped server kept for it
+print("kernel returned:", returned.wait(600), flush=True)
+"""
+
+
+def test_stop_returns_after_the_shutdown_grace_with_a_stuck_kernel(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(STUCK_KERNEL_CHILD)
+    idl = vector_with_limit(tmp_path, 100)
+    child = subprocess.run([sys.executable, str(script), idl], capture_output=True, text=True,
+                           timeout=300)  # a hang guard only
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "call: KERNEL_TIMEOUT" in child.stdout, child.stdout
+    assert "stopped: False True True" in child.stdout, child.stdout + child.stderr
+    assert "kernel returned: True" in child.stdout, child.stdout
+    assert ("naarpc serve: stopped with the kernel of VectorArith.Dot still running (past its "
+            "time limit and the shutdown grace of 0.05 s)") in child.stderr, child.stderr
+    with pytest.raises(ValueError, match=r"shutdown_grace takes seconds 0\.\.86400, got -1"):
+        naarpc.serve(VECTOR, {}, port=0, transport="emulated", block=False, shutdown_grace=-1)
+    with pytest.raises(TypeError, match=r"shutdown_grace takes seconds"):
+        naarpc.serve(VECTOR, {}, port=0, transport="emulated", block=False, shutdown_grace="1")
 
 
 def test_serve_refuses_bad_kernels():

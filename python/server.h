@@ -7,6 +7,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>  // in every file: one set of type casters
 
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -34,6 +38,7 @@ struct KernelCall {
   std::string routine;
   int function_code = 0;
   std::string dialect;
+  py::object keeper;  // the base of the call's arrays (RunPython); none once it returned
 
   cli::KernelArgs& live() {
     if (args == nullptr) {
@@ -47,25 +52,23 @@ struct KernelCall {
     if (p == nullptr) throw py::key_error(routine + " has no parameter '" + name + "'");
     return *p;
   }
-  void SetLength(const std::string& name, uint64_t n) {
+  void SetLength(const std::string& name, py::handle n) {
     const idl::Param& p = param(name);
     if (!p.is_output() || !p.variable) {
       throw py::value_error(routine + ": '" + name +
                             "' is not a variable-length output; its length is fixed");
     }
-    if (n > p.count) {
-      throw py::value_error(routine + ": '" + name + "' holds at most " + std::to_string(p.count) +
-                            " elements, not " + std::to_string(n));
-    }
-    live().counts[p.index] = n;
+    live().counts[p.index] = CountArg(n, p.count,
+                                      routine + ": set_length('" + name + "', n): '" + name +
+                                          "' holds 0.." + std::to_string(p.count) + " elements");
   }
   uint64_t Length(const std::string& name) { return live().counts[param(name).index]; }
   // The whole capacity of an output (its maximum if variable-length).
-  py::array Full(py::object self, const std::string& name) {
+  py::array Full(const std::string& name) {
     const idl::Param& p = param(name);
     if (!p.is_output()) throw py::value_error(routine + ": '" + name + "' is an input");
     std::span<std::byte> d = live().data[p.index];
-    return Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(p.count), d.data(), self);
+    return Array1D(DtypeOf(p.type), static_cast<py::ssize_t>(p.count), d.data(), keeper);
   }
 };
 
@@ -83,6 +86,7 @@ struct KernelStream {
   uint32_t window = 0;
   bool live = true;
   std::shared_ptr<void> holder;  // the StreamReader<T> / StreamWriter<T>
+  py::object keeper;             // the base of its arrays (KernelCall::keeper)
   std::function<Result<std::span<const std::byte>>()> next;  // input
   std::function<Result<std::span<std::byte>>()> next_slot;   // output
   std::function<Status(size_t)> commit;                      // output, elements
@@ -142,7 +146,7 @@ struct KernelStream {
   }
 
   // The next chunk (a read-only view in place); None at the end.
-  py::object Next(py::object self) {
+  py::object Next() {
     Live(true);
     Result<std::span<const std::byte>> chunk = InternalError("");
     {
@@ -153,7 +157,7 @@ struct KernelStream {
     if (chunk->empty()) return py::none();
     const size_t elem = idl::Describe(param->type).size;
     py::array a = Array1D(DtypeOf(param->type), static_cast<py::ssize_t>(chunk->size() / elem),
-                          const_cast<std::byte*>(chunk->data()), self);
+                          const_cast<std::byte*>(chunk->data()), keeper);
     a.attr("setflags")(py::arg("write") = false);
     return a;
   }
@@ -162,7 +166,9 @@ struct KernelStream {
     Live(false);
     const py::dtype want = DtypeOf(param->type);
     const std::string what = full + ": output stream '" + param->name + "'";
-    if (!py::isinstance<py::array>(value)) {
+    if (IsBytesLike(value)) {
+      value = py::module_::import("numpy").attr("frombuffer")(value, py::dtype("<u1"));
+    } else if (!py::isinstance<py::array>(value)) {
       value = py::module_::import("numpy").attr("asarray")(value);
     }
     py::array a = py::reinterpret_borrow<py::array>(value);
@@ -195,7 +201,7 @@ struct KernelStream {
   }
 
   // A writable array over the next chunk's slot (chunk_elements long).
-  py::array Slot(py::object self) {
+  py::array Slot() {
     Live(false);
     Result<std::span<std::byte>> slot = InternalError("");
     {
@@ -204,16 +210,15 @@ struct KernelStream {
     }
     if (!slot.ok()) Throw(slot.status().WithContext(full + ": output stream '" + param->name + "'"));
     return Array1D(DtypeOf(param->type), static_cast<py::ssize_t>(chunk_elements), slot->data(),
-                   self);
+                   keeper);
   }
 
-  void Commit(size_t n) {
+  void Commit(py::handle count) {
     Live(false);
-    if (n > chunk_elements) {
-      throw py::value_error(full + ": output stream '" + param->name + "': commit(" +
-                            std::to_string(n) + ") beyond the chunk size " +
-                            std::to_string(chunk_elements));
-    }
+    const uint64_t n = CountArg(count, chunk_elements,
+                                full + ": output stream '" + param->name +
+                                    "': commit(n): n is 0..chunk_size (" +
+                                    std::to_string(chunk_elements) + ")");
     Status s;
     {
       py::gil_scoped_release release;
@@ -223,23 +228,66 @@ struct KernelStream {
   }
 };
 
+// What a served NAA's kernels use: the IDL, the DynamicNaa with the Python
+// functions, and the count of kernels running per function code. A kernel
+// that overran its time limit runs on after NaaServer::Shutdown gave up
+// waiting for it (ServerOptions::shutdown_grace) and returns into this: the
+// Server then keeps it for good (it is never freed).
+struct Served final : NaaHandler {
+  std::shared_ptr<const idl::IdlFile> idl;
+  std::unique_ptr<cli::DynamicNaa> naa;
+  std::unique_ptr<Transport> transport;
+  std::array<std::atomic<uint32_t>, 128> running{};  // by function code
+
+  uint8_t Handle(NaaCall& call) override {
+    std::atomic<uint32_t>& count = running[call.function_code & 0x7f];
+    count.fetch_add(1);
+    const uint8_t status = naa->Handle(call);
+    count.fetch_sub(1);  // the last use of this object by the call
+    return status;
+  }
+  std::chrono::milliseconds KernelTimeout(uint8_t code) const override {
+    return naa->KernelTimeout(code);
+  }
+  std::string_view RoutineName(uint8_t code) const override { return naa->RoutineName(code); }
+
+  // "VectorArith.Dot, ..." for the kernels running now; empty if none.
+  std::string RunningNames() const {
+    std::string names;
+    for (size_t code = 0; code < running.size(); ++code) {
+      const uint32_t n = running[code].load();
+      if (n == 0) continue;
+      std::string name(naa->RoutineName(static_cast<uint8_t>(code)));
+      if (name.empty()) name = "function " + std::to_string(code);
+      names += (names.empty() ? "" : ", ") + name + (n > 1 ? " (" + std::to_string(n) + ")" : "");
+    }
+    return names;
+  }
+};
+
 class Server {
  public:
   Server(const Idl& idl, py::dict kernels, const std::string& address, int port,
          const std::string& transport, const std::string& device, const std::string& dialect,
-         std::optional<std::string> service_name, bool memory_windows)
-      : idl_(idl.file), dialect_(dialect), memory_windows_(memory_windows) {
+         std::optional<std::string> service_name, bool memory_windows, double shutdown_grace_s)
+      : served_(std::make_shared<Served>()), dialect_(dialect), memory_windows_(memory_windows) {
+    served_->idl = idl.file;
+    const idl::IdlFile& file = *served_->idl;
     if (dialect_ != "spec" && dialect_ != "reference" && dialect_ != "any") {
       throw py::value_error("dialect '" + dialect_ + "': spec, reference or any");
     }
     if (port < 0 || port > 65535) throw py::value_error("port " + std::to_string(port) +
                                                         " is not in 0..65535");
+    if (!(shutdown_grace_s >= 0 && shutdown_grace_s <= 86400)) {
+      throw py::value_error("shutdown_grace must be 0..86400 seconds, got " +
+                            py::repr(py::float_(shutdown_grace_s)).cast<std::string>());
+    }
     std::vector<const idl::Service*> services;
-    for (const idl::Service& s : idl_->services) {
+    for (const idl::Service& s : file.services) {
       if (!service_name || s.name == *service_name) services.push_back(&s);
     }
     if (services.empty()) {
-      throw py::value_error(idl_->path + " has no service '" + service_name.value_or("") + "'");
+      throw py::value_error(file.path + " has no service '" + service_name.value_or("") + "'");
     }
     // Routines without a kernel answer "unknown function" (0x03); strings
     // name a built-in kernel of `naarpc serve` (echo, fail:NAME, ...).
@@ -259,10 +307,11 @@ class Server {
     }
     auto naa = cli::DynamicNaa::Create(services, specs);
     if (!naa.ok()) throw py::value_error(naa.status().message());
-    naa_ = std::move(*naa);
+    served_->naa = std::move(*naa);
     for (auto& [routine, fn] : functions) {
+      // Freed with the DynamicNaa, with the GIL (~Server) or never (Served).
       auto holder = std::make_shared<py::object>(fn);
-      Status set = naa_->SetKernel(
+      Status set = served_->naa->SetKernel(
           routine,
           [holder](cli::KernelArgs& args) { return RunPython(*holder, args); },
           "python " + py::str(py::getattr(fn, "__qualname__", fn)).cast<std::string>());
@@ -270,93 +319,140 @@ class Server {
         if (set.code() == StatusCode::kNotFound) throw py::key_error(set.message());
         throw py::value_error(set.message());
       }
-      holders_.push_back(holder);
     }
     auto made = NewTransport(transport, device);
     if (!made.ok()) Throw(made.status());
-    transport_ = std::move(*made);
+    served_->transport = std::move(*made);
+    transport_name_ = std::string(served_->transport->name());
     ServerOptions options;
     // Calls of the other dialect get status 0x04.
     if (dialect_ != "any") options.dialect = dialect_ == "spec" ? Dialect::kSpec : Dialect::kReference;
     options.memory_windows = memory_windows_;  // accept per-call windows (MRSP 0x01)
-    options.log = [](std::string_view line) {
-      std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
-    };
+    options.shutdown_grace =
+        std::chrono::milliseconds(static_cast<int64_t>(std::ceil(shutdown_grace_s * 1000)));
+    shutdown_grace_s_ = shutdown_grace_s;
+    options.log = [](std::string_view line) { Log(line); };
     Result<std::unique_ptr<NaaServer>> started = InvalidArgumentError("");
     {
       py::gil_scoped_release release;
-      started = NaaServer::Start(*transport_, address, static_cast<uint16_t>(port), *naa_,
-                                 options);
+      started = NaaServer::Start(*served_->transport, address, static_cast<uint16_t>(port),
+                                 *served_, options);
     }
     if (!started.ok()) Throw(started.status());
     server_ = std::move(*started);
     address_ = address;
   }
 
-  ~Server() {
-    // Kernels need the GIL to finish: shut down without it.
+  ~Server() { Stop(); }
+
+  // Stops listening, ends every connection, waits for the running kernels:
+  // for those past their time limit at most the shutdown grace. Kernels still
+  // running then are left to return on their threads.
+  void Stop() {
     if (server_) {
+      // Kernels need the GIL to finish: shut down without it.
       py::gil_scoped_release release;
       server_->Shutdown();
       server_.reset();
     }
-  }
-
-  void Stop() {
-    if (!server_) return;
-    {
-      py::gil_scoped_release release;
-      server_->Shutdown();
-    }
-    server_.reset();
+    if (kept_for_kernels_) return;
+    const std::string running = served_->RunningNames();
+    if (running.empty()) return;
+    char grace[32];
+    std::snprintf(grace, sizeof grace, "%g", shutdown_grace_s_);
+    Log("stopped with the kernel of " + running +
+        " still running (past its time limit and the shutdown grace of " + grace +
+        " s): it returns on its own thread; this server's kernels and IDL stay in memory for it");
+    new std::shared_ptr<Served>(served_);  // never freed: those kernels return into it
+    kept_for_kernels_ = true;
   }
 
   int port() const { return port_ ? port_ : (server_ ? server_->port() : 0); }
   bool running() const { return server_ != nullptr; }
-  uint64_t calls() const { return naa_->calls(); }
-  std::string describe() const { return naa_->Describe(); }
-  std::string transport_name() const { return std::string(transport_->name()); }
+  uint64_t calls() const { return served_->naa->calls(); }
+  std::string describe() const { return served_->naa->Describe(); }
+  std::string transport_name() const { return transport_name_; }
   std::string address() const { return address_; }
 
  private:
+  static void Log(std::string_view line) {
+    std::fprintf(stderr, "naarpc serve: %.*s\n", static_cast<int>(line.size()), line.data());
+  }
+
+  // The base object of the arrays a kernel is given: it keeps the
+  // connection's memory (NaaCall::retain_memory) if the kernel kept one of
+  // them, so reading it later never touches freed memory.
+  static py::capsule NewKeeper() {
+    auto* memory = new std::shared_ptr<const void>();
+    return py::capsule(memory,
+                       [](void* m) { delete static_cast<std::shared_ptr<const void>*>(m); });
+  }
+
   static uint8_t RunPython(const py::object& fn, cli::KernelArgs& args) {
     py::gil_scoped_acquire gil;
     const idl::Routine& r = *args.routine;
     const std::string full = args.service->name + "." + r.name;
+    py::capsule keeper = NewKeeper();
     py::object call_obj = py::cast(KernelCall{&args, full, args.call->function_code,
                                               args.call->dialect == Dialect::kSpec ? "spec"
-                                                                                   : "reference"});
+                                                                                   : "reference",
+                                              keeper});
     py::list arrays;
     std::vector<std::shared_ptr<KernelStream>> streams;
     for (const idl::Param& p : r.params) {
       if (p.is_stream()) {
         streams.push_back(KernelStream::Make(full, p, *args.streams[p.index]));
+        streams.back()->keeper = keeper;
         arrays.append(py::cast(streams.back()));
         continue;
       }
       const std::span<std::byte> d = args.data[p.index];
       const auto n = static_cast<py::ssize_t>(args.counts[p.index]);
-      py::array a = Array1D(DtypeOf(p.type), n, d.data(), call_obj);
+      py::array a = Array1D(DtypeOf(p.type), n, d.data(), keeper);
       if (!p.is_output()) a.attr("setflags")(py::arg("write") = false);
       arrays.append(a);
     }
     uint8_t status = kNaaStatusKernelFailed;
     try {
       py::object ret = fn(call_obj, *arrays);
-      status = StatusOfReturn(ret, *args.service, full, args.call->failure_detail);
+      status = StatusOfReturn(ret, args, full);
     } catch (py::error_already_set& e) {
-      py::object exc = e.value();
-      py::object code = py::getattr(exc, "status_code", py::none());
-      if (!code.is_none() && py::isinstance<py::int_>(code)) {
-        const int c = code.cast<int>();
-        status = (c >= 1 && c <= 0x7f) ? static_cast<uint8_t>(c) : kNaaStatusKernelFailed;
-      }
       args.call->failure_detail = full + ": the kernel raised " + std::string(e.what());
+      py::object code = py::getattr(e.value(), "status_code", py::none());
+      if (!code.is_none()) {
+        const std::optional<uint8_t> c = StatusNumber(code);
+        if (c && *c != kNaaStatusSuccess) {
+          status = *c;
+        } else {
+          args.call->failure_detail += " (its status_code " + py::repr(code).cast<std::string>() +
+                                       " is not a status 0x01..0x7f; answering 0x05)";
+        }
+      }
     } catch (std::exception& e) {
       args.call->failure_detail = full + ": the kernel raised " + std::string(e.what());
     }
-    call_obj.cast<KernelCall&>().args = nullptr;
-    for (auto& k : streams) k->live = false;
+    KernelCall& kc = call_obj.cast<KernelCall&>();
+    kc.args = nullptr;
+    kc.keeper = py::object();
+    for (auto& k : streams) {
+      k->live = false;
+      k->keeper = py::object();
+    }
+    // Arrays the kernel kept (or views of them) hold the keeper: their
+    // memory stays (stale, once later calls reuse it); the parameters' own
+    // arrays become read-only, so no late write lands in a later call.
+    bool kept = false;
+    for (py::handle a : arrays) {
+      if (!py::isinstance<py::array>(a) || Py_REFCNT(a.ptr()) <= 1) continue;
+      kept = true;
+      a.attr("setflags")(py::arg("write") = false);
+    }
+    arrays = py::list();
+    kept = kept || Py_REFCNT(keeper.ptr()) > 1;
+    if (kept && args.call->retain_memory) {
+      *static_cast<std::shared_ptr<const void>*>(keeper.get_pointer()) =
+          args.call->retain_memory();
+    }
     // A stream's error fails the call whatever the kernel returned, as in a
     // generated skeleton: 0x04 if an input chunk was not whole elements.
     for (auto& k : streams) {
@@ -368,18 +464,47 @@ class Server {
     return status;
   }
 
-  // None / 0: success; an int: that status; a str: an error name of the IDL.
-  static uint8_t StatusOfReturn(const py::object& ret, const idl::Service& service,
-                                const std::string& full, std::string& detail) {
+  // An int or a numpy integer, not a bool.
+  static bool IsInteger(py::handle v) {
+    static auto* integer = new py::object(py::module_::import("numpy").attr("integer"));
+    return !py::isinstance<py::bool_>(v) &&
+           (py::isinstance<py::int_>(v) || py::isinstance(v, *integer));
+  }
+
+  // An integer (IsInteger) as a status 0..0x7f; nullopt if it is not one.
+  static std::optional<uint8_t> StatusNumber(py::handle v) {
+    if (!IsInteger(v)) return std::nullopt;
+    py::int_ i(py::reinterpret_borrow<py::object>(v));
+    int overflow = 0;
+    const long long c = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    if (overflow != 0 || c < 0 || c > kNaaStatusLastApplication) return std::nullopt;
+    return static_cast<uint8_t>(c);
+  }
+
+  // None (or an array over one of the outputs, as np.add(a, b, out=out)
+  // returns it): success; a status number (int or numpy integer); an error
+  // name of the IDL. Anything else fails the call (0x05), naming its type.
+  static uint8_t StatusOfReturn(const py::object& ret, cli::KernelArgs& args,
+                                const std::string& full) {
     if (ret.is_none()) return kNaaStatusSuccess;
-    if (py::isinstance<py::bool_>(ret)) {
-      detail = full + ": the kernel returned a bool; return None, a status or an error name";
-      return kNaaStatusKernelFailed;
+    const idl::Service& service = *args.service;
+    std::string& detail = args.call->failure_detail;
+    const std::string type = py::str(ret.get_type().attr("__name__")).cast<std::string>();
+    const std::string expected = "; a kernel returns None (success), an error name of " +
+                                 service.name + " or a status number 0..0x7f";
+    if (py::isinstance<py::array>(ret)) {
+      const auto* at = static_cast<const std::byte*>(py::reinterpret_borrow<py::array>(ret).data());
+      for (const idl::Param& p : args.routine->params) {
+        const std::span<std::byte> d = args.data[p.index];
+        if (p.is_output() && !d.empty() && at >= d.data() && at < d.data() + d.size()) {
+          return kNaaStatusSuccess;
+        }
+      }
     }
-    if (py::isinstance<py::int_>(ret)) {
-      const long long c = ret.cast<long long>();
-      if (c >= 0 && c <= 0x7f) return static_cast<uint8_t>(c);
-      detail = full + ": the kernel returned status " + std::to_string(c) + ", not 0..0x7f";
+    if (const std::optional<uint8_t> c = StatusNumber(ret)) return *c;
+    if (IsInteger(ret)) {
+      detail = full + ": the kernel returned status " + py::repr(ret).cast<std::string>() +
+               ", not 0..0x7f" + expected;
       return kNaaStatusKernelFailed;
     }
     if (py::isinstance<py::str>(ret)) {
@@ -390,18 +515,25 @@ class Server {
       detail = full + ": the kernel returned '" + name + "', not an error name of " + service.name;
       return kNaaStatusKernelFailed;
     }
-    // Anything else (e.g. the array np.add(..., out=out) returns): success.
-    return kNaaStatusSuccess;
+    if (py::hasattr(ret, "send") && py::hasattr(ret, "close") &&
+        (py::hasattr(ret, "gi_frame") || py::hasattr(ret, "cr_frame"))) {
+      ret.attr("close")();  // never ran; closed so Python does not warn
+      detail = full + ": the kernel returned a " + type +
+               " object: its body never ran (a kernel is a plain function, not a generator or "
+               "async function)";
+      return kNaaStatusKernelFailed;
+    }
+    detail = full + ": the kernel returned a " + type + " (" +
+             py::repr(ret).cast<std::string>().substr(0, 60) + ")" + expected;
+    return kNaaStatusKernelFailed;
   }
 
-
-  std::shared_ptr<const idl::IdlFile> idl_;
-  std::string dialect_, address_;
+  std::shared_ptr<Served> served_;
+  bool kept_for_kernels_ = false;  // Stop() left kernels running: served_ is never freed
+  std::string dialect_, address_, transport_name_;
   bool memory_windows_ = true;
+  double shutdown_grace_s_ = 10;
   int port_ = 0;
-  std::vector<std::shared_ptr<py::object>> holders_;
-  std::unique_ptr<cli::DynamicNaa> naa_;
-  std::unique_ptr<Transport> transport_;
   std::unique_ptr<NaaServer> server_;  // first to go
 };
 

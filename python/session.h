@@ -6,11 +6,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>  // in every file: one set of type casters
 
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "idl/ir.h"
 #include "naarpc/client_session.h"
@@ -43,6 +45,10 @@ struct Session {
   std::unique_ptr<DynamicCall> call;
   size_t naa = 0;       // its NAA: index in the routine's channel
   bool pinned = false;  // arrays from empty() view its buffers
+  // Per parameter: the arrays from empty() over its buffer still alive. A
+  // call runs here only if given every one of them, so that it writes into
+  // no such array it was not given (Client::Call).
+  std::vector<std::atomic<uint32_t>> handed;
 
   bool broken() const {
     return call == nullptr || call->session().state() == CommState::kError ||

@@ -93,15 +93,18 @@ class StreamInput {
                py::isinstance<py::memoryview>(value)) {
       py::object a = py::module_::import("numpy").attr("frombuffer")(value, py::dtype("<u1"));
       iter_ = py::iter(py::make_tuple(CheckArray(full_, p, a)));
+    } else if (py::isinstance(value, py::module_::import("io").attr("TextIOBase"))) {
+      throw py::type_error(what + " got a text-mode file (" + TypeNameOf(value) +
+                           "); open the file in binary mode ('rb')");
     } else if (py::hasattr(value, "readinto")) {
       file_ = value;
     } else if (py::isinstance<py::str>(value)) {
       throw py::type_error(what + " takes a numpy array, an iterable of arrays or a binary file "
                                   "(with readinto()), got str");
     } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
-      // A list of numbers is one array; a list of arrays is its chunks.
+      // A list of numbers is one array; a list of arrays (or bytes) is its chunks.
       bool chunks = false;
-      for (py::handle item : value) chunks |= py::isinstance<py::array>(item);
+      for (py::handle item : value) chunks |= py::isinstance<py::array>(item) || IsBytesLike(item);
       iter_ = chunks ? py::iter(value) : py::iter(py::make_tuple(CheckArray(full_, p, value)));
     } else {
       try {
@@ -109,7 +112,7 @@ class StreamInput {
       } catch (py::error_already_set&) {
         throw py::type_error(what + " takes a numpy array, an iterable of arrays or a binary file "
                                     "(with readinto()), got " +
-                             py::str(value.get_type().attr("__name__")).cast<std::string>());
+                             TypeNameOf(value));
       }
     }
   }
@@ -152,8 +155,13 @@ class StreamInput {
           break;
         }
         ++items_;
-        py::array a = CheckArray(full_, param_, item,
-                                 " (item " + std::to_string(items_) + " of the stream)");
+        const std::string context = " (item " + std::to_string(items_) + " of the stream)";
+        if (py::isinstance<py::str>(item)) {
+          throw py::type_error(full_ + ": parameter '" + param_.name + "'" + context +
+                               " is a str; a stream takes arrays, bytes or a binary file (a "
+                               "text-mode file? open it in binary mode ('rb'))");
+        }
+        py::array a = CheckArray(full_, param_, item, context);
         pending_ = a;
         data_ = static_cast<const std::byte*>(a.data());
         size_ = static_cast<size_t>(a.nbytes());
@@ -174,12 +182,14 @@ class StreamInput {
       py::memoryview view = py::memoryview::from_memory(out.data() + n, out.size() - n, false);
       py::object got = file_.attr("readinto")(view);
       view.attr("release")();
+      const std::string what = full_ + ": stream '" + param_.name + "': the file's readinto()";
       if (got.is_none()) {
-        throw py::value_error(full_ + ": stream '" + param_.name +
-                              "': the file's readinto() returned None (a non-blocking file "
-                              "without data); give a blocking file");
+        throw py::value_error(what + " returned None (a non-blocking file without data); give a "
+                                     "blocking file");
       }
-      const auto k = got.cast<size_t>();
+      const size_t k = CountArg(got, out.size() - n,
+                                what + " must return the number of bytes it read, 0.." +
+                                    std::to_string(out.size() - n));
       if (k == 0) done_ = true;
       n += k;
     }
@@ -201,6 +211,26 @@ class StreamInput {
   size_t size_ = 0, offset_ = 0;
   uint64_t items_ = 0;
   bool done_ = false;
+};
+
+// An output stream's PipeSink, whose failure after StreamingCall::Cancel
+// is the call's cancellation (CANCELLED), not the stopped pipe's.
+template <typename T>
+class CancellableSink final : public codegen::StreamSink<T> {
+ public:
+  CancellableSink(std::shared_ptr<codegen::PipeSink<T>> pipe,
+                  std::shared_ptr<std::atomic<bool>> cancelled)
+      : pipe_(std::move(pipe)), cancelled_(std::move(cancelled)) {}
+  Status Write(std::span<const T> chunk, bool end) override {
+    Status s = pipe_->Write(chunk, end);
+    if (!s.ok() && cancelled_->load()) return CancelledError("the call was cancelled");
+    return s;
+  }
+  void OnCallEnd() override { pipe_->OnCallEnd(); }
+
+ private:
+  std::shared_ptr<codegen::PipeSink<T>> pipe_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
 };
 
 // One output stream: collected in memory (the plain call form) or read
@@ -267,8 +297,10 @@ struct CallStreams {
         };
         o->stop = [sink] { sink->Stop(); };
         o->wait = [sink](Deadline until) { return sink->WaitForNextUntil(until); };
-        bindings->Bind<T>(p.stream->index, *sink);
+        auto cancellable = std::make_shared<CancellableSink<T>>(sink, cancelled);
+        bindings->Bind<T>(p.stream->index, *cancellable);
         keep.push_back(sink);
+        keep.push_back(cancellable);
       } else {
         auto sink = std::make_shared<codegen::CallbackSink<T>>(
             [o](std::span<const T> chunk, bool) -> Status {
@@ -332,6 +364,7 @@ class StreamingCall {
   // The next chunk of output stream `name` (a new array), or None at its end.
   py::object Next(const std::string& name) {
     StreamOutput& o = Output(name);
+    if (failed_) RaiseFailure(failure_);  // again, each time
     if (o.ended) return py::none();
     // On the main thread, Ctrl-C is let through between 50 ms waits: the
     // stream is stopped (the call fails at its next chunk) and the
@@ -345,10 +378,10 @@ class StreamingCall {
         }
         if (ready) break;
         if (PyErr_CheckSignals() != 0) {
+          // (Not ended: reading on raises the call's error, CANCELLED.)
           py::error_already_set interrupted;
           streams_->cancelled->store(true);
           o.stop();
-          o.ended = true;
           throw interrupted;
         }
       }
@@ -376,6 +409,7 @@ class StreamingCall {
   // and returns its other outputs; raises the call's error.
   py::dict Finish() {
     if (result_) return *result_;
+    if (failed_) RaiseFailure(failure_);
     Status drained;
     {
       py::gil_scoped_release release;
@@ -436,6 +470,10 @@ class StreamingCall {
   // The call failed (or a pipe did): the Python source's exception, else
   // the call's status, else the pipe's. GIL held.
   [[noreturn]] void RaiseFailure(const Status& pipe) {
+    if (!failed_) {
+      failed_ = true;
+      failure_ = pipe;
+    }
     {
       py::gil_scoped_release release;
       streams_->cancelled->store(true);
@@ -462,6 +500,8 @@ class StreamingCall {
   Status status_;  // the call's, once done
   std::atomic<bool> done_{false};
   std::optional<py::dict> result_;
+  bool failed_ = false;  // RaiseFailure ran: every later Next() and result() raise too
+  Status failure_;       // its pipe status
   std::thread thread_;
 };
 

@@ -44,6 +44,16 @@ std::string ShapeText(const py::array& a);
 py::array CheckArray(const std::string& full, const idl::Param& p, py::object value,
                      const std::string& context = "");
 
+// The name of `v`'s type ("list").
+std::string TypeNameOf(py::handle v);
+
+// bytes, bytearray or a memoryview: u8 elements (numpy.frombuffer).
+bool IsBytesLike(py::handle v);
+
+// `n` as a count 0..max: TypeError unless an int (a numpy integer counts),
+// ValueError out of range; `what` starts the messages ("R: set_length('q', n): ...").
+uint64_t CountArg(py::handle n, uint64_t max, const std::string& what);
+
 // The parameter a keyword argument names; TypeError listing the routine's
 // parameters if none.
 const idl::Param& ParamOf(const idl::Routine& routine, const std::string& full,

@@ -15,6 +15,7 @@ loader, region layouts, checks and status names.
 
 import asyncio
 import concurrent.futures
+import numbers
 import os
 import sys
 import threading
@@ -134,27 +135,58 @@ class Result:
 
 
 class _Routine:
-    """c.Service.Routine: call it with the inputs by IDL name."""
+    """c.Service.Routine: call it with the inputs by IDL name (keywords only).
+
+    The call's deadline is `deadline=` (seconds), unless the routine has a
+    parameter named `deadline`: then that is the parameter, and the call's
+    deadline is `naarpc_deadline=` (accepted by every routine: no IDL name
+    starts with naarpc_)."""
 
     def __init__(self, client, full_name, info):
         self._client = client
         self._name = full_name
         self.info = info
         self.__doc__ = info.get("doc") or full_name
+        names = [p["name"] for p in info["params"]]
+        self._inputs = [p["name"] for p in info["params"] if p["direction"] != "out"]
+        self._deadline_param = "deadline" in names
 
-    def __call__(self, deadline=None, **kwargs):
+    def _split(self, form, args, kwargs):
+        """(deadline, parameters) of a call; TypeError for positional arguments."""
+        deadline_kw = "naarpc_deadline" if self._deadline_param else "deadline"
+        if args:
+            raise TypeError(f"{self._name}{form} takes its inputs by keyword: "
+                            f"{', '.join(self._inputs) or 'none'} (and {deadline_kw}=)")
+        params = dict(kwargs)
+        deadline = params.pop("naarpc_deadline", None)
+        if not self._deadline_param and "deadline" in params:
+            if deadline is not None:
+                raise TypeError(f"{self._name}{form}: give the deadline once "
+                                f"(deadline= or naarpc_deadline=)")
+            deadline = params.pop("deadline")
+        if deadline is not None and (isinstance(deadline, bool) or
+                                     not isinstance(deadline, numbers.Real)):
+            raise TypeError(f"{self._name}{form}: {deadline_kw}= takes seconds (a number) or "
+                            f"None, got {type(deadline).__name__}")
+        return (None if deadline is None else float(deadline)), params
+
+    def __call__(self, /, *args, **kwargs):
         """One call; blocks (without the GIL) until the outputs are back or
         `deadline` seconds (default: the routine's deadline_ms) passed."""
-        return Result(self._client._native_client().call(self._name, kwargs, deadline))
+        deadline, params = self._split("", args, kwargs)
+        return Result(self._client._native_client().call(self._name, params, deadline))
 
-    def future(self, deadline=None, **kwargs):
+    def future(self, /, *args, **kwargs):
         """The call on the client's thread pool: a concurrent.futures.Future
         of its Result."""
-        return self._client._executor().submit(self.__call__, deadline=deadline, **kwargs)
+        deadline, params = self._split(".future()", args, kwargs)
+        native = self._client._native_client()
+        return self._client._executor().submit(
+            lambda: Result(native.call(self._name, params, deadline)))
 
-    def aio(self, deadline=None, **kwargs):
+    def aio(self, /, *args, **kwargs):
         """The call as an awaitable for asyncio: `await c.S.R.aio(...)`."""
-        return asyncio.wrap_future(self.future(deadline=deadline, **kwargs))
+        return asyncio.wrap_future(self.future(*args, **kwargs))
 
     @property
     def memory_windows(self):
@@ -165,12 +197,13 @@ class _Routine:
         ran with them."""
         return self._client._native_client().memory_windows(self._name)
 
-    def stream(self, deadline=None, **kwargs):
+    def stream(self, /, *args, **kwargs):
         """Starts the call and returns at once: a StreamingCall whose output
         streams are iterators of arrays, read while the call runs (one chunk
         in memory at a time). Inputs as for a plain call; input streams may
         be generators."""
-        return StreamingCall(self._client._native_client().start(self._name, kwargs, deadline),
+        deadline, params = self._split(".stream()", args, kwargs)
+        return StreamingCall(self._client._native_client().start(self._name, params, deadline),
                              self._name)
 
     def __repr__(self):
@@ -334,10 +367,11 @@ class Client:
     def __dir__(self):
         return list(super().__dir__()) + list(self._services)
 
-    def call(self, routine, deadline=None, **kwargs):
+    def call(self, routine, /, *args, **kwargs):
         """c.call("Service.Routine", a=..., b=...): the same as
         c.Service.Routine(a=..., b=...)."""
-        return Result(self._native_client().call(routine, kwargs, deadline))
+        info = self.idl.routine(routine)  # KeyError naming it if there is none
+        return getattr(self._services[info["service"]], info["name"])(*args, **kwargs)
 
     def empty(self, routine, param, deadline=None):
         """A numpy array over the registered buffer of `param` of `routine`
@@ -413,7 +447,10 @@ class Server:
         return self._native.describe()
 
     def stop(self):
-        """Stops listening, closes the connections, waits for running kernels."""
+        """Stops listening, closes the connections, waits for running kernels:
+        those past their time limit (timeout_ms) at most shutdown_grace
+        seconds; a kernel still running then is left to return on its own
+        thread (logged, naming its routine)."""
         self._native.stop()
 
     def wait(self):
@@ -433,21 +470,26 @@ class Server:
 
 
 def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device="",
-          dialect="any", service=None, block=True, memory_windows=True):
+          dialect="any", service=None, block=True, memory_windows=True, shutdown_grace=10.0):
     """A software NAA for the routines of `idl`, with Python kernels.
 
     kernels: {"Service.Routine" (or "Routine"): kernel}. A kernel is called
     as kernel(call, *params) with one numpy array per parameter in IDL order,
     viewing the NAA's regions (no copies): inputs read-only, outputs written
-    in place. It returns None (success), an error name of the IDL or a
-    status number; raising NaaError answers its status_code, any other
-    exception 0x05 (kernel failed). `call.set_length(name, n)` sets a
-    variable-length output's length (default: the first variable-length
-    input's). A kernel may also be a built-in kernel of `naarpc serve`
-    ("echo", "increment", "zeros", "sleep:MS", "fail:NAME"). Routines without
-    a kernel answer 0x03 (unknown function). Arrays are valid only while the
-    kernel runs. memory_windows=False refuses clients' per-call memory
-    windows (ServerOptions::memory_windows), as an NAA that predates them.
+    in place. It returns None (success, as does an array over one of its
+    outputs), an error name of the IDL or a status number (int or numpy
+    integer); anything else answers 0x05 (kernel failed), logged. Raising
+    NaaError answers its status_code, any other exception 0x05.
+    `call.set_length(name, n)` sets a variable-length output's length
+    (default: the first variable-length input's). A kernel may also be a
+    built-in kernel of `naarpc serve` ("echo", "increment", "zeros",
+    "sleep:MS", "fail:NAME"). Routines without a kernel answer 0x03
+    (unknown function). Arrays are valid only while the
+    kernel runs (one kept longer stays readable: stale data, read-only).
+    memory_windows=False refuses clients' per-call memory windows
+    (ServerOptions::memory_windows), as an NAA that predates them.
+    shutdown_grace: how long stopping waits for kernels past their time
+    limit (ServerOptions::shutdown_grace), in seconds.
 
     block=True serves until Ctrl-C; block=False returns the running Server
     (a context manager; port=0 picks a free port, server.port tells it).
@@ -456,8 +498,13 @@ def serve(idl, kernels, port=12345, address="0.0.0.0", transport="auto", device=
         idl = load_idl(idl)
     if not isinstance(idl, Idl):
         raise TypeError(f"idl must be a naarpc.Idl or a path, got {type(idl).__name__}")
+    if (isinstance(shutdown_grace, bool) or not isinstance(shutdown_grace, numbers.Real)
+            or not 0 <= shutdown_grace <= 86400):
+        raise (ValueError if isinstance(shutdown_grace, numbers.Real) and
+               not isinstance(shutdown_grace, bool) else TypeError)(
+            f"shutdown_grace takes seconds 0..86400, got {shutdown_grace!r}")
     native = _naarpc.Server(idl._native, dict(kernels), address, int(port), transport, device,
-                            dialect, service, bool(memory_windows))
+                            dialect, service, bool(memory_windows), float(shutdown_grace))
     server = Server(native, idl)
     if not block:
         return server
