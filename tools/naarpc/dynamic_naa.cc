@@ -359,11 +359,13 @@ uint8_t DynamicNaa::Run(const Entry& e, NaaCall& call) {
       const std::span<const std::byte> in = in_data[src->index];
       const size_t bytes = std::min(in.size(), out_data.size());
       if (p.variable) count = std::min<uint64_t>(p.count, in.size() / out_size);
+      // (An empty source, e.g. an empty stream, has no data pointer: no
+      // memmove from null.)
       if (k.kind == Kernel::Kind::kZeros) {
-        std::memset(out_data.data(), 0, out_data.size());
+        std::fill(out_data.begin(), out_data.end(), std::byte{0});
       } else {
-        std::memmove(out_data.data(), in.data(), bytes);
-        if (!p.variable) std::memset(out_data.data() + bytes, 0, out_data.size() - bytes);
+        if (bytes > 0) std::memmove(out_data.data(), in.data(), bytes);
+        if (!p.variable) std::fill(out_data.begin() + bytes, out_data.end(), std::byte{0});
       }
     } else if (p.variable) {
       count = counts[p.index];  // inout echo: unchanged
