@@ -266,16 +266,11 @@ class TreeBuilder final : public YAML::EventHandler {
   std::vector<std::string> anchors_;
 };
 
-// Only notices that a second document starts.
-class DocumentProbe final : public YAML::EventHandler {
+// An event handler that ignores every event: the probes below override
+// only what they look for.
+class IgnoringHandler : public YAML::EventHandler {
  public:
-  explicit DocumentProbe(const LineIndex& lines) : lines_(lines) {}
-  std::optional<Location> start;
-
-  void OnDocumentStart(const YAML::Mark& mark) override {
-    start = lines_.At(mark.pos < 0 ? 0 : static_cast<size_t>(mark.pos));
-    throw StopParsing{};
-  }
+  void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
@@ -287,6 +282,18 @@ class DocumentProbe final : public YAML::EventHandler {
   void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
                   YAML::EmitterStyle::value) override {}
   void OnMapEnd() override {}
+};
+
+// Only notices that a second document starts.
+class DocumentProbe final : public IgnoringHandler {
+ public:
+  explicit DocumentProbe(const LineIndex& lines) : lines_(lines) {}
+  std::optional<Location> start;
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    start = lines_.At(mark.pos < 0 ? 0 : static_cast<size_t>(mark.pos));
+    throw StopParsing{};
+  }
 
  private:
   const LineIndex& lines_;
@@ -294,7 +301,7 @@ class DocumentProbe final : public YAML::EventHandler {
 
 // Finds the opening quote behind yaml-cpp's "illegal EOF in scalar": parses
 // the text again with a final line break, so that the scalar is read.
-class QuoteFinder final : public YAML::EventHandler {
+class QuoteFinder final : public IgnoringHandler {
  public:
   explicit QuoteFinder(std::string_view text) : text_(text) {}
   std::optional<size_t> open;
@@ -305,16 +312,6 @@ class QuoteFinder final : public YAML::EventHandler {
     open = UnterminatedQuote(text_, static_cast<size_t>(mark.pos));
     if (open) throw StopParsing{};
   }
-  void OnDocumentStart(const YAML::Mark&) override {}
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
 
  private:
   std::string_view text_;
